@@ -1,0 +1,100 @@
+"""``ArrayDataModule``: lagged pairs of plain state trajectories (a simulated system or an ``.npz`` file)."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+
+import lightning as L
+import numpy as np
+import torch
+from torch.utils.data import DataLoader
+
+from sciml.data.datasets import ArrayPairs
+from sciml.data.errors import DataError
+from sciml.data.splits import check_lagtime, pair_index, split_segments
+from sciml.data.systems.base import StochasticSystem
+
+
+class ArrayDataModule(L.LightningDataModule):
+    """Pairs ``(x_t, x_{t+lagtime})`` from state trajectories, split without crossing trajectories.
+
+    Give exactly one source: ``system`` (simulated here with ``n_steps``, ``n_trajectories``, ``seed``)
+    or ``path`` (an ``.npz`` with ``trajectories`` of shape (n_trajectories, T, d) or (T, d)).
+
+    Args:
+        lagtime: lag in sampling steps.
+        split: (train, val, test) fractions (of trajectories when several, else contiguous blocks).
+        batch_size: pairs per training batch (the last incomplete batch is dropped).
+    """
+
+    def __init__(
+        self,
+        system: StochasticSystem | None = None,
+        path: str | None = None,
+        n_steps: int = 10_000,
+        n_trajectories: int = 1,
+        lagtime: int = 1,
+        split: tuple[float, float, float] = (0.8, 0.1, 0.1),
+        seed: int = 0,
+        batch_size: int = 256,
+        eval_batch_size: int | None = None,
+    ) -> None:
+        super().__init__()
+        if (system is None) == (path is None):
+            raise DataError("ArrayDataModule needs exactly one of `system` or `path`")
+        self.save_hyperparameters(ignore=["system"])
+        self.system, self.path, self.n_steps, self.n_trajectories = system, path, n_steps, n_trajectories
+        self.lagtime, self.split, self.seed = lagtime, split, seed
+        self.batch_size, self.eval_batch_size = batch_size, eval_batch_size or batch_size
+
+    @cached_property
+    def trajectories(self) -> list[torch.Tensor]:
+        if self.system is not None:
+            states = self.system.simulate(self.n_steps, seed=self.seed, n_trajectories=self.n_trajectories)
+            source = type(self.system).__name__
+        else:
+            source = self.path
+            states = _load_npz(Path(self.path))
+        check_lagtime([s.shape[0] for s in states], self.lagtime, [source] * len(states))
+        return [torch.as_tensor(s, dtype=torch.get_default_dtype()) for s in states]
+
+    @property
+    def state_dim(self) -> int:
+        return self.trajectories[0].shape[-1]
+
+    @cached_property
+    def segments(self):
+        return split_segments([t.shape[0] for t in self.trajectories], self.split, self.seed)
+
+    def dataset(self, name: str) -> ArrayPairs:
+        index = pair_index(self.segments[name], self.lagtime)
+        if index.shape[0] == 0:
+            raise DataError(f"the '{name}' split has no lagged pairs (lagtime={self.lagtime})")
+        return ArrayPairs(self.trajectories, index, self.lagtime)
+
+    def train_dataloader(self) -> DataLoader:
+        return DataLoader(self.dataset("train"), batch_size=self.batch_size, shuffle=True, drop_last=True,
+                          generator=torch.Generator().manual_seed(self.seed))
+
+    def val_dataloader(self) -> DataLoader:
+        return DataLoader(self.dataset("val"), batch_size=self.eval_batch_size)
+
+    def test_dataloader(self) -> DataLoader:
+        return DataLoader(self.dataset("test"), batch_size=self.eval_batch_size)
+
+
+def _load_npz(path: Path) -> np.ndarray:
+    if not path.exists():
+        raise DataError(f"data path '{path}' does not exist")
+    try:
+        with np.load(path) as archive:
+            states = np.asarray(archive["trajectories"], dtype=float)
+    except KeyError as error:
+        raise DataError(f"file '{path}': field 'trajectories' is missing") from error
+    except Exception as error:
+        raise DataError(f"file '{path}' could not be read ({type(error).__name__}: {error})") from error
+    states = states[None] if states.ndim == 2 else states
+    if states.ndim != 3 or not np.all(np.isfinite(states)):
+        raise DataError(f"file '{path}', field 'trajectories': need finite (n, T, d) or (T, d) values")
+    return states

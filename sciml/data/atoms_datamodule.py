@@ -1,0 +1,164 @@
+"""``AtomsDataModule``: ASE trajectories -> labelled frame graphs or time-lagged graph pairs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cached_property
+
+import lightning as L
+import numpy as np
+import torch
+from ase.data import atomic_numbers
+from torch_geometric.loader import DataLoader
+
+from sciml.data.datasets import FrameGraphs
+from sciml.data.errors import DataError
+from sciml.data.labels import LabelKeys, read_frame
+from sciml.data.readers import read_trajectories
+from sciml.data.splits import Segment, check_lagtime, frame_index, pair_index, split_segments
+from sciml.data.stats import energy_reference, force_rms
+
+
+class AtomsDataModule(L.LightningDataModule):
+    """Frames (``lagtime=None``) or pairs ``(frame t, frame t + lagtime)`` from ASE trajectory files.
+
+    Args:
+        paths: a ``.traj``/extxyz/``.db`` file, a folder of them, or a list of either.
+        cutoff: neighbour-list radius (Å), linked into the model.
+        lagtime: ``None`` for labelled frames; else the lag in frames, pairs never cross trajectories.
+        species: elements the model knows (symbols or numbers); default: those in the data.
+        labels: labels every frame must carry; default ``["energy", "forces"]`` for frames, none for pairs.
+        split: (train, val, test) fractions: of trajectories when there are several, else of frames.
+        seed: split seed, recorded in ``split_record`` and the checkpoint.
+        batch_size / eval_batch_size: structures (or pairs) per batch for training / evaluation.
+        energy_key, forces_key, stress_key: ``atoms.info``/``atoms.arrays`` keys; default: calculator results.
+        predict_paths: files for ``sciml predict`` (every frame, in order, labels optional).
+        neighbor_backend: ``"vesin"``, ``"torch"`` or ``"torch_cluster"``.
+    """
+
+    def __init__(
+        self,
+        paths: str | list[str],
+        cutoff: float,
+        lagtime: int | None = None,
+        species: list[str | int] | None = None,
+        labels: list[str] | None = None,
+        split: tuple[float, float, float] = (0.8, 0.1, 0.1),
+        seed: int = 0,
+        batch_size: int = 8,
+        eval_batch_size: int | None = None,
+        num_workers: int = 0,
+        energy_key: str | None = None,
+        forces_key: str | None = None,
+        stress_key: str | None = None,
+        predict_paths: str | list[str] | None = None,
+        neighbor_backend: str = "vesin",
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.paths, self.cutoff, self.lagtime, self.seed = paths, float(cutoff), lagtime, seed
+        self.batch_size, self.eval_batch_size = batch_size, eval_batch_size or batch_size
+        self.num_workers, self.predict_paths, self.neighbor_backend = num_workers, predict_paths, neighbor_backend
+        self.keys = LabelKeys(energy_key, forces_key, stress_key)
+        self.required = labels if labels is not None else (["energy", "forces"] if lagtime is None else [])
+        self.split = split
+        self._species_arg = [_atomic_number(s) for s in species] if species else None
+
+    # --- loading (lazy: the CLI links species / energy reference before Lightning calls setup) ---
+    @cached_property
+    def _loaded(self) -> tuple[list[str], list[list[dict[str, np.ndarray]]]]:
+        trajectories = read_trajectories(self.paths)
+        species = self._species_arg or sorted({int(z) for t in trajectories for a in t.frames for z in a.numbers})
+        records = [
+            [read_frame(a, t.source, f, species, self.keys, self.required) for f, a in enumerate(t.frames)]
+            for t in trajectories
+        ]
+        if self.lagtime is not None:
+            check_lagtime([len(r) for r in records], self.lagtime, [t.source for t in trajectories])
+        self._species = species
+        return [t.source for t in trajectories], records
+
+    @property
+    def sources(self) -> list[str]:
+        return self._loaded[0]
+
+    @property
+    def records(self) -> list[list[dict[str, np.ndarray]]]:
+        return self._loaded[1]
+
+    @property
+    def species(self) -> list[int]:
+        """Atomic numbers the model must know, sorted."""
+        self._loaded
+        return list(self._species)
+
+    @cached_property
+    def segments(self):
+        return split_segments([len(r) for r in self.records], self.split, self.seed)
+
+    @property
+    def split_record(self) -> dict:
+        """Which trajectory ranges went where, with the seed: enough to reproduce the split."""
+        return {
+            "seed": self.seed,
+            **{name: [(self.sources[s.trajectory], s.start, s.stop) for s in segs]
+               for name, segs in self.segments.items()},
+        }
+
+    def _train_frames(self) -> list[dict[str, np.ndarray]]:
+        return [self.records[t][i] for t, i in frame_index(self.segments["train"]).tolist()]
+
+    @cached_property
+    def energy_reference(self) -> list[float]:
+        """Per-element energies (eV), aligned with ``species``, fitted on the training split."""
+        frames = [r for r in self._train_frames() if "energy" in r]
+        if not frames:
+            return [0.0] * len(self.species)
+        fit = energy_reference([r["numbers"] for r in frames], [float(r["energy"]) for r in frames], self.species)
+        return fit.tolist()
+
+    @cached_property
+    def force_rms(self) -> float:
+        """RMS force component (eV/Å) on the training split."""
+        return force_rms([r["forces"] for r in self._train_frames() if "forces" in r])
+
+    # --- Lightning hooks ---
+    def _dataset(self, name: str) -> FrameGraphs:
+        segments = self.segments[name]
+        index = frame_index(segments) if self.lagtime is None else pair_index(segments, self.lagtime)
+        if index.shape[0] == 0:
+            raise DataError(f"the '{name}' split is empty (split={list(self.split)}, lagtime={self.lagtime})")
+        return FrameGraphs(self.records, index, self.cutoff, self.lagtime, self.neighbor_backend)
+
+    def train_dataloader(self) -> DataLoader:
+        return DataLoader(self._dataset("train"), batch_size=self.batch_size, shuffle=True,
+                          num_workers=self.num_workers, drop_last=self.lagtime is not None,
+                          generator=torch.Generator().manual_seed(self.seed))
+
+    def val_dataloader(self) -> DataLoader:
+        return DataLoader(self._dataset("val"), batch_size=self.eval_batch_size, num_workers=self.num_workers)
+
+    def test_dataloader(self) -> DataLoader:
+        return DataLoader(self._dataset("test"), batch_size=self.eval_batch_size, num_workers=self.num_workers)
+
+    def predict_dataloader(self) -> DataLoader:
+        if self.predict_paths is None:
+            raise DataError("predict needs data.predict_paths (the structures to predict)")
+        trajectories = read_trajectories(self.predict_paths)
+        records = [[read_frame(a, t.source, f, self.species, self.keys) for f, a in enumerate(t.frames)]
+                   for t in trajectories]
+        index = frame_index([Segment(k, 0, len(r)) for k, r in enumerate(records)])
+        dataset = FrameGraphs(records, index, self.cutoff, None, self.neighbor_backend)
+        return DataLoader(dataset, batch_size=self.eval_batch_size, num_workers=self.num_workers)
+
+    def state_dict(self) -> dict:
+        return {"split_record": self.split_record, "species": self.species,
+                "energy_reference": self.energy_reference, "force_rms": self.force_rms}
+
+
+def _atomic_number(value: str | int) -> int:
+    if isinstance(value, int):
+        return value
+    if value not in atomic_numbers:
+        raise DataError(f"unknown element symbol '{value}' in data.species")
+    return atomic_numbers[value]

@@ -1,0 +1,72 @@
+"""Map-style datasets over validated frames or plain state arrays: single frames or lagged pairs.
+
+Both index with the ``(trajectory, t)`` rows of :mod:`sciml.data.splits`; a pair item is
+``(item at t, item at t + lag)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+from torch_geometric.data import Data
+
+from sciml.data.graph import frame_to_graph
+
+
+class FrameGraphs(Dataset):
+    """Graphs of validated frame records, built on access (neighbour lists are cheap, memory stays small).
+
+    Args:
+        records: per trajectory, per frame: records from :func:`sciml.data.labels.read_frame`.
+        index: (F, 2) ``(trajectory, t)`` rows.
+        cutoff: Å.
+        lag: ``None`` for single frames, else frames per lag (items are pairs).
+    """
+
+    def __init__(
+        self,
+        records: Sequence[Sequence[dict[str, np.ndarray]]],
+        index: torch.Tensor,
+        cutoff: float,
+        lag: int | None = None,
+        neighbor_backend: str = "vesin",
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        self.records, self.index, self.cutoff, self.lag = records, index, cutoff, lag
+        self.neighbor_backend, self.dtype = neighbor_backend, dtype
+
+    def __len__(self) -> int:
+        return self.index.shape[0]
+
+    def _graph(self, trajectory: int, t: int) -> Data:
+        return frame_to_graph(self.records[trajectory][t], self.cutoff, self.dtype, self.neighbor_backend)
+
+    def __getitem__(self, k: int) -> Data | tuple[Data, Data]:
+        trajectory, t = self.index[k].tolist()
+        if self.lag is None:
+            return self._graph(trajectory, t)
+        return self._graph(trajectory, t), self._graph(trajectory, t + self.lag)
+
+
+class ArrayPairs(Dataset):
+    """Lagged pairs ``(x_t, x_{t+lag})`` of plain state trajectories (SDEs, maps).
+
+    Args:
+        trajectories: list of (T_k, d) tensors.
+        index: (P, 2) ``(trajectory, t)`` rows from :func:`sciml.data.splits.pair_index`.
+        lag: steps between the two states.
+    """
+
+    def __init__(self, trajectories: Sequence[torch.Tensor], index: torch.Tensor, lag: int) -> None:
+        self.trajectories, self.index, self.lag = trajectories, index, lag
+
+    def __len__(self) -> int:
+        return self.index.shape[0]
+
+    def __getitem__(self, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        trajectory, t = self.index[k].tolist()
+        states = self.trajectories[trajectory]
+        return states[t], states[t + self.lag]

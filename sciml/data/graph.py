@@ -1,0 +1,45 @@
+"""One validated frame -> a PyG ``Data`` graph. ``Batch.from_data_list`` makes the flat graph batch.
+
+Fields (units Å, eV, eV/Å, eV/Å^3): ``pos (N,3)``, ``numbers (N,)``, ``cell (1,3,3)``, ``pbc (1,3)``,
+``edge_index (2,E)`` and ``shifts (E,3)`` as defined in :mod:`sciml.data.neighbors`, ``natoms (1,)``,
+and the labels present: ``energy (1,)``, ``forces (N,3)``, ``stress (1,3,3)``. After batching, ``batch (N,)``
+maps atoms to structures and ``cell``/``pbc``/``energy``/``stress`` gain a leading structure axis.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch_geometric.data import Data
+
+from sciml.data.neighbors import radius_graph
+
+
+def frame_to_graph(
+    record: dict[str, np.ndarray],
+    cutoff: float,
+    dtype: torch.dtype | None = None,
+    backend: str = "vesin",
+) -> Data:
+    """Build the graph of one frame record from :func:`sciml.data.labels.read_frame` (dtype: default float)."""
+    dtype = dtype or torch.get_default_dtype()
+    pos = torch.as_tensor(record["positions"], dtype=dtype)
+    cell = torch.as_tensor(record["cell"], dtype=dtype)
+    pbc = torch.as_tensor(record["pbc"], dtype=torch.bool)
+    edge_index, shifts = radius_graph(pos, cell, pbc, cutoff, backend=backend)
+    graph = Data(
+        pos=pos,
+        numbers=torch.as_tensor(record["numbers"], dtype=torch.int64),
+        cell=cell[None],
+        pbc=pbc[None],
+        edge_index=edge_index,
+        shifts=shifts.to(dtype),
+        natoms=torch.tensor([pos.shape[0]]),
+    )
+    if "energy" in record:
+        graph.energy = torch.as_tensor(record["energy"], dtype=dtype).reshape(1)
+    if "forces" in record:
+        graph.forces = torch.as_tensor(record["forces"], dtype=dtype)
+    if "stress" in record:
+        graph.stress = torch.as_tensor(record["stress"], dtype=dtype)[None]
+    return graph

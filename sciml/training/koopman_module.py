@@ -1,0 +1,88 @@
+"""``KoopmanModule``: trains encoders f, g with a Koopman loss on lagged pairs (thin LightningModule)."""
+
+from __future__ import annotations
+
+import copy
+
+import lightning as L
+import torch
+from lightning.pytorch.cli import OptimizerCallable
+from torch import nn
+
+from sciml.koopman.functional import with_constant
+from sciml.koopman.losses import LoRALoss
+
+
+class KoopmanModule(L.LightningModule):
+    """Encoders f (on x_t) and g (on x_{t+lag}); the loss sees (f, g) with the constant prepended.
+
+    Under DDP the loss uses the moments of the *global* batch: features are all-gathered, the local
+    slice stays differentiable and the loss is scaled by the world size, so gradients equal those of one
+    process holding the whole batch (DDP averages gradients over processes).
+
+    Args:
+        encoder: feature map for f, (batch) -> (B, k - 1).
+        encoder_g: feature map for g; default: a freshly initialised copy of ``encoder``.
+        share_encoders: use ``encoder`` for both f and g.
+        loss: a module ``(f, g) -> scalar``; default nested LoRA (joint nesting, U-statistic).
+        optimizer: optimizer factory, e.g. ``torch.optim.Adam`` with ``lr``.
+        lagtime: lag in frames, recorded in the checkpoint (linked from the data module).
+    """
+
+    def __init__(
+        self,
+        encoder: nn.Module,
+        encoder_g: nn.Module | None = None,
+        share_encoders: bool = False,
+        loss: nn.Module | None = None,
+        optimizer: OptimizerCallable = torch.optim.Adam,
+        lagtime: int = 1,
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.encoder_f = encoder
+        if share_encoders:
+            self.encoder_g = encoder
+        else:
+            self.encoder_g = encoder_g if encoder_g is not None else _fresh_copy(encoder)
+        self.loss_fn = loss if loss is not None else LoRALoss()
+        self.optimizer_factory = optimizer
+
+    def features(self, x_t, x_lag) -> tuple[torch.Tensor, torch.Tensor]:
+        """(f(x_t), g(x_{t+lag})), each (B, k) with the constant function first."""
+        return with_constant(self.encoder_f(x_t)), with_constant(self.encoder_g(x_lag))
+
+    def _global(self, local: torch.Tensor) -> torch.Tensor:
+        if self.trainer is None or self.trainer.world_size == 1:
+            return local
+        gathered = self.all_gather(local.detach())  # (world, B, k)
+        gathered[self.global_rank] = local
+        return gathered.flatten(0, 1)
+
+    def _loss(self, batch) -> torch.Tensor:
+        f, g = self.features(*batch)
+        return self.loss_fn(self._global(f), self._global(g))
+
+    def training_step(self, batch, batch_idx: int) -> torch.Tensor:
+        loss = self._loss(batch)
+        self.log("train/loss", loss, prog_bar=True, batch_size=batch[0].__len__() if hasattr(batch[0], "__len__")
+                 else None)
+        world = self.trainer.world_size if self.trainer is not None else 1
+        return loss * world
+
+    def validation_step(self, batch, batch_idx: int) -> None:
+        self.log("val/loss", self._loss(batch), prog_bar=True, sync_dist=True)
+
+    def test_step(self, batch, batch_idx: int) -> None:
+        self.log("test/loss", self._loss(batch), sync_dist=True)
+
+    def configure_optimizers(self):
+        return self.optimizer_factory(self.parameters())
+
+
+def _fresh_copy(module: nn.Module) -> nn.Module:
+    twin = copy.deepcopy(module)
+    for child in twin.modules():
+        if hasattr(child, "reset_parameters"):
+            child.reset_parameters()
+    return twin

@@ -1,0 +1,49 @@
+"""Shared fixtures: small labelled trajectories written by ASE itself (EMT energies, forces, stress)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from ase import Atoms
+from ase.build import bulk, molecule
+from ase.calculators.emt import EMT
+from ase.calculators.singlepoint import SinglePointCalculator
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def labelled(atoms: Atoms) -> Atoms:
+    """A copy of ``atoms`` carrying EMT energy, forces and (if periodic) stress as a single-point calc."""
+    frame = atoms.copy()
+    atoms = atoms.copy()
+    atoms.calc = EMT()
+    results = {"energy": atoms.get_potential_energy(), "forces": atoms.get_forces()}
+    if atoms.pbc.all():
+        results["stress"] = atoms.get_stress()
+    frame.calc = SinglePointCalculator(frame, **results)
+    return frame
+
+
+def rattled_frames(base: Atoms, n: int, seed: int, amplitude: float = 0.05) -> list[Atoms]:
+    rng = np.random.default_rng(seed)
+    frames = []
+    for _ in range(n):
+        atoms = base.copy()
+        atoms.positions += rng.normal(scale=amplitude, size=atoms.positions.shape)
+        frames.append(labelled(atoms))
+    return frames
+
+
+@pytest.fixture
+def cu_frames() -> list[Atoms]:
+    return rattled_frames(bulk("Cu", "fcc", a=3.6, cubic=True), 6, seed=0)
+
+
+@pytest.fixture
+def molecule_frames() -> list[Atoms]:
+    base = molecule("CH3CH2OH")
+    base.center(vacuum=3.0)
+    base.pbc = False
+    return rattled_frames(base, 5, seed=1)
