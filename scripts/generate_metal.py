@@ -10,6 +10,7 @@ import argparse
 from pathlib import Path
 
 import numpy as np
+from _provenance import write_provenance
 from ase import units
 from ase.build import bulk
 from ase.calculators.emt import EMT
@@ -18,11 +19,11 @@ from ase.io import Trajectory
 from ase.md.langevin import Langevin
 from ase.md.velocitydistribution import MaxwellBoltzmannDistribution
 
-from _provenance import write_provenance
-
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--element", default="Cu")
     parser.add_argument("--repeat", type=int, default=2, help="cubic cell repeats (4 atoms each)")
     parser.add_argument("--temperatures", type=float, nargs="+", default=[300.0, 600.0, 900.0])
@@ -48,24 +49,44 @@ def main() -> None:
             path = out / f"{args.element}_T{temperature:.0f}_strain{strain:+.3f}.traj"
             writer = Trajectory(path, "w")
             MaxwellBoltzmannDistribution(atoms, temperature_K=temperature, rng=rng)
-            dyn = Langevin(atoms, args.timestep * units.fs, temperature_K=temperature,
-                           friction=0.02 / units.fs, fixcm=False, rng=rng)
+            dyn = Langevin(
+                atoms,
+                args.timestep * units.fs,
+                temperature_K=temperature,
+                friction=0.02 / units.fs,
+                fixcm=False,
+                rng=rng,
+            )
 
-            def record(atoms=atoms) -> None:
+            def record(atoms=atoms, writer=writer) -> None:
                 frame = atoms.copy()
-                frame.calc = SinglePointCalculator(frame, energy=atoms.get_potential_energy(),
-                                                   forces=atoms.get_forces(), stress=atoms.get_stress())
+                frame.calc = SinglePointCalculator(
+                    frame,
+                    energy=atoms.get_potential_energy(),
+                    forces=atoms.get_forces(),
+                    stress=atoms.get_stress(),
+                )
                 writer.write(frame)
 
             dyn.attach(record, interval=args.every)
             dyn.run(args.steps)
             writer.close()
             count += args.steps // args.every + 1
-    write_provenance(out / "README", method="ASE EMT, Langevin NVT (friction 0.02/fs)", element=args.element,
-                     atoms=4 * args.repeat**3, temperatures_K=args.temperatures, strains=args.strains,
-                     timestep_fs=args.timestep, steps_per_run=args.steps, keep_every=args.every,
-                     frames=count, seed=args.seed, note="one trajectory file per (strain, temperature) run",
-                     units="positions Å, energy eV, forces eV/Å, stress eV/Å^3")
+    write_provenance(
+        out / "README",
+        method="ASE EMT, Langevin NVT (friction 0.02/fs)",
+        element=args.element,
+        atoms=4 * args.repeat**3,
+        temperatures_K=args.temperatures,
+        strains=args.strains,
+        timestep_fs=args.timestep,
+        steps_per_run=args.steps,
+        keep_every=args.every,
+        frames=count,
+        seed=args.seed,
+        note="one trajectory file per (strain, temperature) run",
+        units="positions Å, energy eV, forces eV/Å, stress eV/Å^3",
+    )
     print(f"{count} frames -> {out}/")
 
 

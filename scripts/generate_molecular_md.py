@@ -16,6 +16,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")  # threads make tblite ~10x slower
 
 import ase.io
 import numpy as np
+from _provenance import write_provenance
 from ase import Atoms, units
 from ase.calculators.singlepoint import SinglePointCalculator
 from ase.constraints import FixCom
@@ -24,8 +25,6 @@ from ase.md.velocitydistribution import MaxwellBoltzmannDistribution, Stationary
 from rdkit import Chem
 from rdkit.Chem import AllChem
 from tblite.ase import TBLite
-
-from _provenance import write_provenance
 
 
 def molecule_from_smiles(smiles: str, seed: int) -> Atoms:
@@ -40,7 +39,9 @@ def molecule_from_smiles(smiles: str, seed: int) -> Atoms:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--smiles", required=True)
     parser.add_argument("--name", required=True)
     parser.add_argument("--steps", type=int, default=5000)
@@ -58,14 +59,21 @@ def main() -> None:
     Stationary(atoms)
     ZeroRotation(atoms)
     atoms.set_constraint(FixCom())  # store unprojected forces below: get_forces(apply_constraint=False)
-    dyn = Langevin(atoms, args.timestep * units.fs, temperature_K=args.temperature,
-                   friction=args.friction / units.fs, fixcm=False, rng=np.random.default_rng(args.seed + 1))
+    dyn = Langevin(
+        atoms,
+        args.timestep * units.fs,
+        temperature_K=args.temperature,
+        friction=args.friction / units.fs,
+        fixcm=False,
+        rng=np.random.default_rng(args.seed + 1),
+    )
     frames: list[Atoms] = []
 
     def record() -> None:
         frame = Atoms(atoms.numbers, atoms.positions)
-        frame.calc = SinglePointCalculator(frame, energy=atoms.get_potential_energy(),
-                                           forces=atoms.get_forces(apply_constraint=False))
+        frame.calc = SinglePointCalculator(
+            frame, energy=atoms.get_potential_energy(), forces=atoms.get_forces(apply_constraint=False)
+        )
         frames.append(frame)
 
     dyn.attach(record, interval=args.every)
@@ -73,11 +81,21 @@ def main() -> None:
     dyn.run(args.steps)
     elapsed = time.perf_counter() - start
     ase.io.write(args.out, frames, format="extxyz")
-    write_provenance(args.out, method="GFN2-xTB (tblite 0.8.0), ase Langevin", smiles=args.smiles,
-                     molecule=args.name, temperature_K=args.temperature, timestep_fs=args.timestep,
-                     friction_per_fs=args.friction, steps=args.steps, keep_every=args.every,
-                     frames=len(frames), seed=args.seed, seconds=round(elapsed, 1),
-                     units="positions Å, energy eV, forces eV/Å")
+    write_provenance(
+        args.out,
+        method="GFN2-xTB (tblite 0.8.0), ase Langevin",
+        smiles=args.smiles,
+        molecule=args.name,
+        temperature_K=args.temperature,
+        timestep_fs=args.timestep,
+        friction_per_fs=args.friction,
+        steps=args.steps,
+        keep_every=args.every,
+        frames=len(frames),
+        seed=args.seed,
+        seconds=round(elapsed, 1),
+        units="positions Å, energy eV, forces eV/Å",
+    )
     print(f"{args.name}: {len(frames)} frames, {elapsed / args.steps * 1e3:.2f} ms/step -> {args.out}")
 
 

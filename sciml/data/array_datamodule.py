@@ -74,8 +74,13 @@ class ArrayDataModule(L.LightningDataModule):
         return ArrayPairs(self.trajectories, index, self.lagtime)
 
     def train_dataloader(self) -> DataLoader:
-        return DataLoader(self.dataset("train"), batch_size=self.batch_size, shuffle=True, drop_last=True,
-                          generator=torch.Generator().manual_seed(self.seed))
+        return DataLoader(
+            self.dataset("train"),
+            batch_size=self.batch_size,
+            shuffle=True,
+            drop_last=True,
+            generator=torch.Generator().manual_seed(self.seed),
+        )
 
     def val_dataloader(self) -> DataLoader:
         return DataLoader(self.dataset("val"), batch_size=self.eval_batch_size)

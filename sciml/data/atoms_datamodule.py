@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from functools import cached_property
 
 import lightning as L
@@ -58,7 +57,11 @@ class AtomsDataModule(L.LightningDataModule):
         self.save_hyperparameters()
         self.paths, self.cutoff, self.lagtime, self.seed = paths, float(cutoff), lagtime, seed
         self.batch_size, self.eval_batch_size = batch_size, eval_batch_size or batch_size
-        self.num_workers, self.predict_paths, self.neighbor_backend = num_workers, predict_paths, neighbor_backend
+        self.num_workers, self.predict_paths, self.neighbor_backend = (
+            num_workers,
+            predict_paths,
+            neighbor_backend,
+        )
         self.keys = LabelKeys(energy_key, forces_key, stress_key)
         self.required = labels if labels is not None else (["energy", "forces"] if lagtime is None else [])
         self.split = split
@@ -66,17 +69,18 @@ class AtomsDataModule(L.LightningDataModule):
 
     # --- loading (lazy: the CLI links species / energy reference before Lightning calls setup) ---
     @cached_property
-    def _loaded(self) -> tuple[list[str], list[list[dict[str, np.ndarray]]]]:
+    def _loaded(self) -> tuple[list[str], list[list[dict[str, np.ndarray]]], list[int]]:
         trajectories = read_trajectories(self.paths)
-        species = self._species_arg or sorted({int(z) for t in trajectories for a in t.frames for z in a.numbers})
+        species = self._species_arg or sorted(
+            {int(z) for t in trajectories for a in t.frames for z in a.numbers}
+        )
         records = [
             [read_frame(a, t.source, f, species, self.keys, self.required) for f, a in enumerate(t.frames)]
             for t in trajectories
         ]
         if self.lagtime is not None:
             check_lagtime([len(r) for r in records], self.lagtime, [t.source for t in trajectories])
-        self._species = species
-        return [t.source for t in trajectories], records
+        return [t.source for t in trajectories], records, species
 
     @property
     def sources(self) -> list[str]:
@@ -89,8 +93,7 @@ class AtomsDataModule(L.LightningDataModule):
     @property
     def species(self) -> list[int]:
         """Atomic numbers the model must know, sorted."""
-        self._loaded
-        return list(self._species)
+        return list(self._loaded[2])
 
     @cached_property
     def segments(self):
@@ -101,8 +104,10 @@ class AtomsDataModule(L.LightningDataModule):
         """Which trajectory ranges went where, with the seed: enough to reproduce the split."""
         return {
             "seed": self.seed,
-            **{name: [(self.sources[s.trajectory], s.start, s.stop) for s in segs]
-               for name, segs in self.segments.items()},
+            **{
+                name: [(self.sources[s.trajectory], s.start, s.stop) for s in segs]
+                for name, segs in self.segments.items()
+            },
         }
 
     def _train_frames(self) -> list[dict[str, np.ndarray]]:
@@ -114,7 +119,9 @@ class AtomsDataModule(L.LightningDataModule):
         frames = [r for r in self._train_frames() if "energy" in r]
         if not frames:
             return [0.0] * len(self.species)
-        fit = energy_reference([r["numbers"] for r in frames], [float(r["energy"]) for r in frames], self.species)
+        fit = energy_reference(
+            [r["numbers"] for r in frames], [float(r["energy"]) for r in frames], self.species
+        )
         return fit.tolist()
 
     @cached_property
@@ -131,29 +138,42 @@ class AtomsDataModule(L.LightningDataModule):
         return FrameGraphs(self.records, index, self.cutoff, self.lagtime, self.neighbor_backend)
 
     def train_dataloader(self) -> DataLoader:
-        return DataLoader(self._dataset("train"), batch_size=self.batch_size, shuffle=True,
-                          num_workers=self.num_workers, drop_last=self.lagtime is not None,
-                          generator=torch.Generator().manual_seed(self.seed))
+        return DataLoader(
+            self._dataset("train"),
+            batch_size=self.batch_size,
+            shuffle=True,
+            num_workers=self.num_workers,
+            drop_last=self.lagtime is not None,
+            generator=torch.Generator().manual_seed(self.seed),
+        )
 
     def val_dataloader(self) -> DataLoader:
         return DataLoader(self._dataset("val"), batch_size=self.eval_batch_size, num_workers=self.num_workers)
 
     def test_dataloader(self) -> DataLoader:
-        return DataLoader(self._dataset("test"), batch_size=self.eval_batch_size, num_workers=self.num_workers)
+        return DataLoader(
+            self._dataset("test"), batch_size=self.eval_batch_size, num_workers=self.num_workers
+        )
 
     def predict_dataloader(self) -> DataLoader:
         if self.predict_paths is None:
             raise DataError("predict needs data.predict_paths (the structures to predict)")
         trajectories = read_trajectories(self.predict_paths)
-        records = [[read_frame(a, t.source, f, self.species, self.keys) for f, a in enumerate(t.frames)]
-                   for t in trajectories]
+        records = [
+            [read_frame(a, t.source, f, self.species, self.keys) for f, a in enumerate(t.frames)]
+            for t in trajectories
+        ]
         index = frame_index([Segment(k, 0, len(r)) for k, r in enumerate(records)])
         dataset = FrameGraphs(records, index, self.cutoff, None, self.neighbor_backend)
         return DataLoader(dataset, batch_size=self.eval_batch_size, num_workers=self.num_workers)
 
     def state_dict(self) -> dict:
-        return {"split_record": self.split_record, "species": self.species,
-                "energy_reference": self.energy_reference, "force_rms": self.force_rms}
+        return {
+            "split_record": self.split_record,
+            "species": self.species,
+            "energy_reference": self.energy_reference,
+            "force_rms": self.force_rms,
+        }
 
 
 def _atomic_number(value: str | int) -> int:

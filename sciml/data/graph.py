@@ -21,7 +21,7 @@ def frame_to_graph(
     dtype: torch.dtype | None = None,
     backend: str = "vesin",
 ) -> Data:
-    """Build the graph of one frame record from :func:`sciml.data.labels.read_frame` (dtype: default float)."""
+    """Graph of one record from :func:`sciml.data.labels.read_frame` (``dtype`` defaults to torch's)."""
     dtype = dtype or torch.get_default_dtype()
     pos = torch.as_tensor(record["positions"], dtype=dtype)
     cell = torch.as_tensor(record["cell"], dtype=dtype)

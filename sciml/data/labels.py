@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import ase
-from ase.data import chemical_symbols
 import numpy as np
+from ase.data import chemical_symbols
 from ase.stress import voigt_6_to_full_3x3_stress
 
 from sciml.data.errors import DataError, where
@@ -100,7 +100,9 @@ def _shape_label(label: str, value: np.ndarray, n: int, source: str, frame: int)
         if value.shape == (6,):
             value = voigt_6_to_full_3x3_stress(value)
         elif value.shape != (3, 3):
-            raise DataError(f"{where(source, frame, label)}: expected Voigt (6,) or (3, 3), got {value.shape}")
+            raise DataError(
+                f"{where(source, frame, label)}: expected Voigt (6,) or (3, 3), got {value.shape}"
+            )
     return _finite(value, source, frame, label)
 
 

@@ -32,8 +32,9 @@ def nesting_weights(k: int, nesting: str | None, like: torch.Tensor) -> tuple[to
         v = (k - torch.arange(k, dtype=like.dtype, device=like.device)) / k
         return v, torch.minimum(v[:, None], v[None, :])
     if nesting in (None, "seq"):
-        return torch.ones(k, dtype=like.dtype, device=like.device), torch.ones(k, k, dtype=like.dtype,
-                                                                                device=like.device)
+        return torch.ones(k, dtype=like.dtype, device=like.device), torch.ones(
+            k, k, dtype=like.dtype, device=like.device
+        )
     raise ValueError(f"unknown nesting '{nesting}'; choose one of {NESTINGS}")
 
 
@@ -124,7 +125,11 @@ def metric_regulariser(matrix: torch.Tensor, epsilon: float = 1e-6) -> torch.Ten
 
 
 def dpnet_loss(
-    f: torch.Tensor, g: torch.Tensor, metric_weight: float = 0.01, relaxed: bool = False, epsilon: float = 1e-6
+    f: torch.Tensor,
+    g: torch.Tensor,
+    metric_weight: float = 0.01,
+    relaxed: bool = False,
+    epsilon: float = 1e-6,
 ) -> torch.Tensor:
     """DPNet: -||M_f^{-1/2} T M_g^{-1/2}||_F^2 + gamma (R(M_f) + R(M_g)); relaxed: -||T||_F^2 /
     (||M_f||_op ||M_g||_op) + gamma (R(M_f) + R(M_g))."""

@@ -23,8 +23,13 @@ def test_labels_from_info_and_arrays_keys():
     atoms.info["dft_energy"] = -1.5
     atoms.arrays["dft_forces"] = np.array([[0, 0, 1.0], [0, 0, -1.0]])
     atoms.info["dft_stress"] = np.arange(9.0).reshape(3, 3)
-    record = read_frame(atoms, "h2.xyz", 0, keys=LabelKeys("dft_energy", "dft_forces", "dft_stress"),
-                        required=["energy", "forces", "stress"])
+    record = read_frame(
+        atoms,
+        "h2.xyz",
+        0,
+        keys=LabelKeys("dft_energy", "dft_forces", "dft_stress"),
+        required=["energy", "forces", "stress"],
+    )
     assert float(record["energy"]) == -1.5 and record["forces"][0, 2] == 1.0
     assert record["stress"][2, 1] == 7.0
 
@@ -37,7 +42,11 @@ def _bad(atoms, match, **kwargs):
 def test_bad_inputs_name_file_frame_and_field(cu_frames):
     atoms = cu_frames[0]
     _bad(Atoms(), r"file 'bad.traj', frame 7: the frame has zero atoms")
-    _bad(atoms, r"frame 7, field 'numbers'.*\['Cu'\] not in the configured species \['H', 'O'\]", species=[1, 8])
+    _bad(
+        atoms,
+        r"frame 7, field 'numbers'.*\['Cu'\] not in the configured species \['H', 'O'\]",
+        species=[1, 8],
+    )
     nan = atoms.copy()
     nan.positions[1, 2] = np.nan
     _bad(nan, r"frame 7, field 'positions': contains NaN or inf")

@@ -1,0 +1,95 @@
+"""SO(3) utilities in e3nn conventions: real spherical and solid harmonics, Clebsch-Gordan, Wigner-6j.
+
+Conventions (fixed once, used everywhere):
+- Features of degree l have 2l + 1 components in e3nn's real basis (l = 1 is (x, y, z)); spherical
+  harmonics use ``normalization="component"`` (|Y^l(r̂)|^2 = 2l + 1).
+- Coupling [x ⊗ y]^l3 uses unitary Clebsch-Gordan coefficients C = sqrt(2 l3 + 1) * e3nn ``wigner_3j``,
+  so that for every m3, sum_{m1 m2} C[m1, m2, m3]^2 = 1.
+- Solid harmonics P^l(r) = c_l |r|^l Y^l(r̂) with c_l = sqrt(l! / ((2l + 1) (2l - 1)!!)), chosen so that
+  [P^a(r) ⊗ P^b(r)]^(a+b) = P^(a+b)(r) exactly (P^0 = 1, P^1(r) = r).
+- Parity is ignored: the models are SO(3)-equivariant (all irreps "e"), as in the reference E2Former.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from functools import lru_cache
+
+import torch
+from e3nn import o3
+
+
+def spherical_harmonics(l: int, vectors: torch.Tensor) -> torch.Tensor:
+    """Y^l(r̂) of (..., 3) vectors -> (..., 2l + 1), component normalisation (zero vectors give 0 for l > 0)."""
+    return o3.spherical_harmonics(l, vectors, normalize=True, normalization="component")
+
+
+@lru_cache(maxsize=None)
+def solid_harmonic_coefficient(l: int) -> float:
+    """c_l of P^l(r) = c_l |r|^l Y^l(r̂)."""
+    double_factorial = math.prod(range(2 * l - 1, 0, -2))
+    return math.sqrt(math.factorial(l) / ((2 * l + 1) * double_factorial))
+
+
+def solid_harmonics(l: int, vectors: torch.Tensor) -> torch.Tensor:
+    """P^l(r): a homogeneous polynomial of degree l in r, (..., 3) -> (..., 2l + 1).
+
+    Computed from e3nn's polynomial (``normalize=False``) harmonics, which are |r|^l Y^l(r̂), so it is a
+    smooth polynomial everywhere, including r = 0.
+    """
+    unnormalised = o3.spherical_harmonics(l, vectors, normalize=False, normalization="component")
+    return solid_harmonic_coefficient(l) * unnormalised
+
+
+@lru_cache(maxsize=None)
+def _clebsch_gordan_cpu(l1: int, l2: int, l3: int) -> torch.Tensor:
+    return (o3.wigner_3j(l1, l2, l3, dtype=torch.float64) * math.sqrt(2 * l3 + 1)).contiguous()
+
+
+def clebsch_gordan(l1: int, l2: int, l3: int, dtype: torch.dtype = torch.float64, device=None) -> torch.Tensor:
+    """Unitary real Clebsch-Gordan tensor, shape (2l1 + 1, 2l2 + 1, 2l3 + 1); zero unless |l1 - l2| <= l3 <= l1 + l2."""
+    return _clebsch_gordan_cpu(l1, l2, l3).to(dtype=dtype, device=device)
+
+
+def couple(x: torch.Tensor, y: torch.Tensor, l1: int, l2: int, l3: int) -> torch.Tensor:
+    """[x ⊗ y]^l3 of (..., 2l1 + 1) and (..., 2l2 + 1) -> (..., 2l3 + 1)."""
+    return torch.einsum("...i,...j,ijk->...k", x, y, clebsch_gordan(l1, l2, l3, x.dtype, x.device))
+
+
+def _triangle(a: int, b: int, c: int) -> bool:
+    return abs(a - b) <= c <= a + b
+
+
+def _delta(a: int, b: int, c: int) -> Fraction:
+    f = math.factorial
+    return Fraction(f(a + b - c) * f(a - b + c) * f(-a + b + c), f(a + b + c + 1))
+
+
+@lru_cache(maxsize=None)
+def wigner_6j(j1: int, j2: int, j3: int, j4: int, j5: int, j6: int) -> float:
+    """Exact Wigner 6j symbol {j1 j2 j3; j4 j5 j6} for integer j (Racah formula in exact rationals)."""
+    triads = [(j1, j2, j3), (j1, j5, j6), (j4, j2, j6), (j4, j5, j3)]
+    if not all(_triangle(*t) for t in triads):
+        return 0.0
+    square = math.prod((_delta(*t) for t in triads), start=Fraction(1))
+    f = math.factorial
+    total = Fraction(0)
+    low = max(sum(t) for t in triads)
+    high = min(j1 + j2 + j4 + j5, j2 + j3 + j5 + j6, j3 + j1 + j6 + j4)
+    for t in range(low, high + 1):
+        denominator = math.prod(f(t - sum(tr)) for tr in triads) * f(j1 + j2 + j4 + j5 - t)
+        denominator *= f(j2 + j3 + j5 + j6 - t) * f(j3 + j1 + j6 + j4 - t)
+        total += Fraction((-1) ** t * f(t + 1), denominator)
+    return float(total) * math.sqrt(square)  # exact rationals, rounded once each
+
+
+def random_rotation(dtype: torch.dtype = torch.float64, generator: torch.Generator | None = None) -> torch.Tensor:
+    """A Haar-random rotation matrix (3, 3) with det +1."""
+    q = torch.randn(4, dtype=dtype, generator=generator)
+    return o3.quaternion_to_matrix(q / q.norm())
+
+
+def wigner_d(l: int, rotation: torch.Tensor) -> torch.Tensor:
+    """Real Wigner-D matrix of degree l for a rotation matrix: Y^l(R r) = D^l(R) Y^l(r)."""
+    return o3.Irrep(l, 1).D_from_matrix(rotation)

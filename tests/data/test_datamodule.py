@@ -1,0 +1,106 @@
+"""AtomsDataModule and ArrayDataModule: batches, pairs, statistics, split records and errors."""
+
+from __future__ import annotations
+
+import ase.io
+import numpy as np
+import pytest
+import torch
+from ase import Atoms
+from ase.calculators.singlepoint import SinglePointCalculator
+
+from sciml.data import ArrayDataModule, AtomsDataModule, DataError
+from sciml.data.systems import OrnsteinUhlenbeck
+
+
+def test_frame_batches_carry_the_graph_fields(tmp_path, cu_frames, molecule_frames):
+    ase.io.write(tmp_path / "cu.traj", cu_frames)
+    ase.io.write(tmp_path / "mol.traj", molecule_frames)
+    dm = AtomsDataModule(
+        paths=str(tmp_path), cutoff=3.0, split=(0.5, 0.5, 0.0), batch_size=3, labels=["energy"]
+    )
+    assert dm.species == [1, 6, 8, 29]
+    batch = next(iter(dm.train_dataloader()))
+    n_structures = batch.num_graphs
+    assert batch.cell.shape == (n_structures, 3, 3) and batch.pbc.shape == (n_structures, 3)
+    assert batch.energy.shape == (n_structures,) and batch.forces.shape == batch.pos.shape
+    i, j = batch.edge_index
+    assert torch.all(batch.batch[i] == batch.batch[j])  # edges stay inside a structure
+    vectors = batch.pos[j] + batch.shifts - batch.pos[i]
+    assert torch.all(vectors.norm(dim=1) < 3.0)
+    record = dm.split_record
+    assert record["seed"] == 0 and len(record["train"]) + len(record["val"]) == 2
+
+
+def test_pairs_never_cross_trajectories(tmp_path, cu_frames):
+    for k in range(3):
+        frames = [f.copy() for f in cu_frames]
+        for t, atoms in enumerate(frames):
+            atoms.info["tag"] = 100 * k + t  # identifies trajectory and time
+        ase.io.write(tmp_path / f"run{k}.extxyz", frames)
+    dm = AtomsDataModule(paths=str(tmp_path), cutoff=3.0, lagtime=2, split=(1 / 3, 1 / 3, 1 / 3))
+    seen = set()
+    for name in ("train", "val", "test"):
+        dataset = dm._dataset(name)
+        for k in range(len(dataset)):
+            trajectory, t = dataset.index[k].tolist()
+            first, second = dataset[k]
+            assert torch.allclose(
+                second.pos,
+                torch.as_tensor(dm.records[trajectory][t + 2]["positions"], dtype=second.pos.dtype),
+            )
+            seen.add((trajectory, t))
+    assert len(seen) == 3 * (len(cu_frames) - 2)
+
+
+def test_energy_reference_recovers_per_element_energies(tmp_path):
+    rng = np.random.default_rng(0)
+    true = {1: -13.6, 6: -1029.0, 8: -2041.0}
+    frames = []
+    for _ in range(40):
+        numbers = rng.choice(list(true), size=rng.integers(2, 9))
+        atoms = Atoms(numbers=numbers, positions=rng.normal(scale=3, size=(len(numbers), 3)))
+        energy = sum(true[int(z)] for z in numbers) + rng.normal(scale=1e-3)
+        atoms.calc = SinglePointCalculator(
+            atoms, energy=energy, forces=rng.normal(scale=0.5, size=(len(numbers), 3))
+        )
+        frames.append(atoms)
+    ase.io.write(tmp_path / "mix.traj", frames)
+    dm = AtomsDataModule(paths=str(tmp_path / "mix.traj"), cutoff=2.0)
+    np.testing.assert_allclose(dm.energy_reference, [true[1], true[6], true[8]], atol=2e-3)
+    assert 0.4 < dm.force_rms < 0.6
+
+
+def test_datamodule_errors(tmp_path, cu_frames):
+    ase.io.write(tmp_path / "cu.traj", cu_frames)
+    with pytest.raises(DataError, match=r"cu.traj', frame 0, field 'numbers'"):
+        _ = AtomsDataModule(paths=str(tmp_path / "cu.traj"), cutoff=3.0, species=["H", "O"]).species
+    with pytest.raises(DataError, match="lagtime 6 >= trajectory length 6"):
+        _ = AtomsDataModule(paths=str(tmp_path / "cu.traj"), cutoff=3.0, lagtime=6).species
+    with pytest.raises(DataError, match="unknown element symbol 'Xx'"):
+        AtomsDataModule(paths=str(tmp_path / "cu.traj"), cutoff=3.0, species=["Xx"])
+    unlabelled = [Atoms(a.numbers, a.positions, cell=a.cell, pbc=True) for a in cu_frames]
+    ase.io.write(tmp_path / "bare.traj", unlabelled)
+    with pytest.raises(DataError, match=r"bare.traj', frame 0, field 'energy': label is missing"):
+        _ = AtomsDataModule(paths=str(tmp_path / "bare.traj"), cutoff=3.0).species
+    predict = AtomsDataModule(
+        paths=str(tmp_path / "cu.traj"), cutoff=3.0, predict_paths=str(tmp_path / "bare.traj")
+    )
+    assert sum(b.num_graphs for b in predict.predict_dataloader()) == len(cu_frames)
+
+
+def test_array_datamodule_from_system_and_file(tmp_path):
+    system = OrnsteinUhlenbeck(theta=1.0, dt=0.5)
+    dm = ArrayDataModule(system=system, n_steps=1000, lagtime=2, batch_size=64)
+    x, y = next(iter(dm.train_dataloader()))
+    assert x.shape == y.shape == (64, 1)
+    np.savez(tmp_path / "ou.npz", trajectories=dm.trajectories[0].numpy())
+    from_file = ArrayDataModule(path=str(tmp_path / "ou.npz"), lagtime=2)
+    assert torch.equal(from_file.trajectories[0], dm.trajectories[0])
+    with pytest.raises(DataError, match="exactly one"):
+        ArrayDataModule()
+    np.savez(tmp_path / "bad.npz", states=np.zeros(3))
+    with pytest.raises(DataError, match=r"bad.npz': field 'trajectories' is missing"):
+        _ = ArrayDataModule(path=str(tmp_path / "bad.npz")).trajectories
+    with pytest.raises(DataError, match="lagtime 1000 >= trajectory length 1000"):
+        _ = ArrayDataModule(system=system, n_steps=1000, lagtime=1000).trajectories

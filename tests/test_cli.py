@@ -1,0 +1,94 @@
+"""The `sciml` command: every config in configs/ runs on a tiny budget; bad keys fail clearly."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sciml.cli import run
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = sorted((ROOT / "configs").rglob("*.yaml"))
+TINY = [
+    "--trainer.max_epochs=1",
+    "--trainer.limit_train_batches=3",
+    "--trainer.limit_val_batches=2",
+    "--trainer.enable_progress_bar=false",
+    "--trainer.logger=false",
+    "--trainer.enable_checkpointing=false",
+]
+
+
+@pytest.fixture(autouse=True)
+def _plain_argv(monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["sciml"])  # pytest's own argv is not meant for the CLI
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=[str(c.relative_to(ROOT / "configs")) for c in CONFIGS])
+def test_every_config_fits_on_a_tiny_budget(config, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    cli = run(["fit", "--config", str(config), f"--trainer.default_root_dir={tmp_path}", *TINY])
+    assert cli.trainer.state.finished and cli.trainer.global_step == 3
+    assert all(v.isfinite() for v in cli.trainer.callback_metrics.values())
+
+
+def test_lagtime_is_linked_from_data_to_model(monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    cli = run(
+        [
+            "fit",
+            "--config",
+            "configs/koopman/ou.yaml",
+            "--data.init_args.lagtime=3",
+            f"--trainer.default_root_dir={tmp_path}",
+            *TINY,
+        ]
+    )
+    assert cli.model.hparams.lagtime == 3 == cli.datamodule.lagtime
+
+
+def test_unknown_config_key_is_refused(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        (ROOT / "configs/koopman/ou.yaml").read_text().replace("batch_size: 256", "batch_sise: 256")
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "sciml", "fit", "--config", str(bad)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert result.returncode != 0
+    assert "batch_sise" in result.stderr
+
+
+def test_print_config_round_trips(tmp_path):
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sciml",
+            "fit",
+            "--config",
+            str(ROOT / "configs/koopman/ou.yaml"),
+            "--print_config",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=True,
+    )
+    dumped = tmp_path / "dumped.yaml"
+    dumped.write_text(result.stdout)
+    assert "sciml.data.systems.OrnsteinUhlenbeck" in result.stdout
+    again = subprocess.run(
+        [sys.executable, "-m", "sciml", "fit", "--config", str(dumped), "--print_config"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=True,
+    )
+    assert again.stdout == result.stdout
