@@ -14,6 +14,18 @@ from ase.calculators.singlepoint import SinglePointCalculator
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``cuda`` skip themselves on machines without an NVIDIA GPU."""
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs an NVIDIA GPU (torch.cuda.is_available() is False)")
+    for item in items:
+        if "cuda" in item.keywords:
+            item.add_marker(skip)
+
+
 def labelled(atoms: Atoms) -> Atoms:
     """A copy of ``atoms`` carrying EMT energy, forces and (if periodic) stress as a single-point calc."""
     frame = atoms.copy()

@@ -47,7 +47,9 @@ def _clebsch_gordan_cpu(l1: int, l2: int, l3: int) -> torch.Tensor:
     return (o3.wigner_3j(l1, l2, l3, dtype=torch.float64) * math.sqrt(2 * l3 + 1)).contiguous()
 
 
-def clebsch_gordan(l1: int, l2: int, l3: int, dtype: torch.dtype = torch.float64, device=None) -> torch.Tensor:
+def clebsch_gordan(
+    l1: int, l2: int, l3: int, dtype: torch.dtype = torch.float64, device=None
+) -> torch.Tensor:
     """Unitary real Clebsch-Gordan tensor, shape (2l1 + 1, 2l2 + 1, 2l3 + 1); zero unless |l1 - l2| <= l3 <= l1 + l2."""
     return _clebsch_gordan_cpu(l1, l2, l3).to(dtype=dtype, device=device)
 
@@ -84,12 +86,30 @@ def wigner_6j(j1: int, j2: int, j3: int, j4: int, j5: int, j6: int) -> float:
     return float(total) * math.sqrt(square)  # exact rationals, rounded once each
 
 
-def random_rotation(dtype: torch.dtype = torch.float64, generator: torch.Generator | None = None) -> torch.Tensor:
+def random_rotation(
+    dtype: torch.dtype = torch.float64, generator: torch.Generator | None = None
+) -> torch.Tensor:
     """A Haar-random rotation matrix (3, 3) with det +1."""
     q = torch.randn(4, dtype=dtype, generator=generator)
     return o3.quaternion_to_matrix(q / q.norm())
 
 
+def _sphere_points(count: int) -> torch.Tensor:
+    """Deterministic, well-spread unit vectors (Fibonacci sphere), float64."""
+    k = torch.arange(count, dtype=torch.float64) + 0.5
+    z = 1 - 2 * k / count
+    phi = math.pi * (3 - math.sqrt(5)) * k
+    radius = torch.sqrt(1 - z**2)
+    return torch.stack([radius * torch.cos(phi), radius * torch.sin(phi), z], dim=-1)
+
+
 def wigner_d(l: int, rotation: torch.Tensor) -> torch.Tensor:
-    """Real Wigner-D matrix of degree l for a rotation matrix: Y^l(R r) = D^l(R) Y^l(r)."""
-    return o3.Irrep(l, 1).D_from_matrix(rotation)
+    """Real Wigner-D matrix (2l + 1, 2l + 1) of a rotation: Y^l(R r) = D^l(R) Y^l(r).
+
+    Solved in float64 by least squares from Y^l at fixed points on the sphere (exact to rounding),
+    then cast to the rotation's dtype.
+    """
+    points = _sphere_points(4 * l + 4)
+    rotation64 = rotation.to(torch.float64)
+    before, after = spherical_harmonics(l, points), spherical_harmonics(l, points @ rotation64.T)
+    return torch.linalg.lstsq(before, after).solution.T.to(rotation.dtype)

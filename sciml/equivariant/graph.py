@@ -1,0 +1,59 @@
+"""``EdgeGraph``: receiver-sorted (CSR) edges with the sender-sorted transpose, as the kernels need them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+def _rowptr(index: torch.Tensor, size: int) -> torch.Tensor:
+    counts = torch.bincount(index, minlength=size)
+    return torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)])
+
+
+@dataclass(frozen=True)
+class EdgeGraph:
+    """Edges i <- j sorted by receiver i.
+
+    Attributes:
+        row: (E,) receivers, sorted. col: (E,) senders.
+        rowptr: (R + 1,) edges of receiver i are ``rowptr[i]:rowptr[i + 1]``.
+        perm_t: (E,) stable sort of edges by sender; inv_perm_t its inverse; rowptr_t (S + 1,) sender CSR.
+        n_receivers, n_senders: R and S.
+    """
+
+    row: torch.Tensor
+    col: torch.Tensor
+    rowptr: torch.Tensor
+    perm_t: torch.Tensor
+    inv_perm_t: torch.Tensor
+    rowptr_t: torch.Tensor
+    n_receivers: int
+    n_senders: int
+
+    @classmethod
+    def from_edges(
+        cls, receivers: torch.Tensor, senders: torch.Tensor, n_receivers: int, n_senders: int
+    ) -> tuple[EdgeGraph, torch.Tensor]:
+        """Build the graph; also returns ``order`` (E,) so that edge features become ``features[order]``."""
+        order = torch.argsort(receivers, stable=True)
+        row, col = receivers[order].contiguous(), senders[order].contiguous()
+        perm_t = torch.argsort(col, stable=True)
+        inv_perm_t = torch.empty_like(perm_t)
+        inv_perm_t[perm_t] = torch.arange(perm_t.numel(), device=perm_t.device)
+        graph = cls(
+            row,
+            col,
+            _rowptr(row, n_receivers),
+            perm_t,
+            inv_perm_t,
+            _rowptr(col, n_senders),
+            n_receivers,
+            n_senders,
+        )
+        return graph, order
+
+    def tensors(self) -> tuple[torch.Tensor, ...]:
+        """The graph arguments of ``sciml::edge_aggregate`` / ``sciml::edge_dot``."""
+        return self.row, self.col, self.rowptr, self.perm_t, self.inv_perm_t, self.rowptr_t

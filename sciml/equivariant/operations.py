@@ -1,0 +1,140 @@
+"""Backend-dispatching equivariant operations and the modules built on them.
+
+Each operation has a pure-PyTorch reference (the ground truth and the fallback) and a compiled
+``sciml::`` op; modules record the backend that actually ran in ``module.backend``. Swapping a backend
+never changes a state_dict (the backend is not a parameter or buffer).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from sciml.equivariant.graph import EdgeGraph
+from sciml.equivariant.kernels import resolve_backend
+from sciml.equivariant.tensor_product import CGTable, MixingLayout, coupling_table
+
+
+def cg_contract(x: torch.Tensor, y: torch.Tensor, table: CGTable, backend: str = "reference") -> torch.Tensor:
+    """Channel-wise CG contraction ("uuu"): x (N, table.dim1, C), y (N, table.dim2, 1 or C) -> (N, out_dim, C)."""
+    if backend == "reference":
+        return table.reference(x, y)
+    from sciml.equivariant.kernels import ops
+
+    return ops.cg_contract(x.contiguous(), y.contiguous(), *table.sparse(x.dtype, x.device), table.out_dim)
+
+
+def edge_aggregate(
+    alpha: torch.Tensor, x: torch.Tensor, graph: EdgeGraph, backend: str = "reference"
+) -> torch.Tensor:
+    """out[i, m, c] = sum over edges (i <- j) of alpha[e, c] * x[j, m, c].
+
+    Shape: alpha (E, C) in the graph's edge order, x (S, M, C) -> (R, M, C). The reference materialises
+    the (E, M, C) messages; the compiled kernels never do.
+    """
+    if backend == "reference":
+        messages = alpha[:, None, :] * x[graph.col]
+        return x.new_zeros(graph.n_receivers, x.shape[1], x.shape[2]).index_add(0, graph.row, messages)
+    from sciml.equivariant.kernels import ops
+
+    return ops.edge_aggregate(alpha.contiguous(), x.contiguous(), *graph.tensors())
+
+
+class KernelModule(nn.Module):
+    """Holds the requested backend and resolves it on first use for the tensors' device."""
+
+    def __init__(self, backend: str = "auto") -> None:
+        super().__init__()
+        self.requested_backend = backend
+        self.backend = backend  # what actually runs, once resolved
+        self._resolved_for: torch.device | None = None
+
+    def _backend_for(self, tensor: torch.Tensor) -> str:
+        if self._resolved_for != tensor.device:
+            self.backend = resolve_backend(self.requested_backend, tensor.device)
+            self._resolved_for = tensor.device
+        return self.backend
+
+    def extra_repr(self) -> str:
+        return f"backend={self.backend!r}"
+
+
+class EdgeAggregation(KernelModule):
+    """Module form of :func:`edge_aggregate`."""
+
+    def forward(self, alpha: torch.Tensor, x: torch.Tensor, graph: EdgeGraph) -> torch.Tensor:
+        return edge_aggregate(alpha, x, graph, self._backend_for(x))
+
+
+class ChannelwiseTensorProduct(KernelModule):
+    """Unweighted channel-wise product ("uuu") of a :class:`CGTable` (no parameters)."""
+
+    def __init__(self, table: CGTable, backend: str = "auto") -> None:
+        super().__init__(backend)
+        self.table = table
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return cg_contract(x, y, self.table, self._backend_for(x))
+
+
+class ChannelMixing(nn.Module):
+    """Per-path "uvw" weights after a contraction: out_J = sum_a T_(a -> J) @ W_(a, J) / sqrt(P_J C_in).
+
+    Shape: (N, layout.dim, C_in) -> (N, sum_J (2J + 1), C_out), degrees in ``layout.out_degrees`` order.
+    """
+
+    def __init__(self, layout: MixingLayout, channels_in: int, channels_out: int) -> None:
+        super().__init__()
+        self.layout, self.channels_in, self.channels_out = layout, channels_in, channels_out
+        self.weights = nn.ParameterList(
+            [
+                nn.Parameter(torch.randn(len(layout.paths[J]), channels_in, channels_out))
+                for J in layout.out_degrees
+            ]
+        )
+
+    def forward(self, contracted: torch.Tensor) -> torch.Tensor:
+        n = contracted.shape[0]
+        blocks = []
+        for J, weight in zip(self.layout.out_degrees, self.weights, strict=True):
+            n_paths = len(self.layout.paths[J])
+            if n_paths == 0:
+                blocks.append(contracted.new_zeros(n, 2 * J + 1, self.channels_out))
+                continue
+            start = self.layout.start[J]
+            block = contracted[:, start : start + (2 * J + 1) * n_paths].reshape(
+                n, 2 * J + 1, n_paths * self.channels_in
+            )
+            scale = 1.0 / math.sqrt(n_paths * self.channels_in)
+            blocks.append(block @ (weight.reshape(n_paths * self.channels_in, self.channels_out) * scale))
+        return torch.cat(blocks, dim=1)
+
+
+class WeightedTensorProduct(KernelModule):
+    """The weighted node product ("uvw"): [x ⊗ y^L]^J with learned channel mixing per path (a, L -> J).
+
+    Args:
+        in_degrees: degrees of x (e.g. (0, 1, 2)). L: the degree of y (one channel, e.g. a solid harmonic).
+        out_degrees: output degrees. channels_in / channels_out: C and C'.
+
+    Shape: x (N, dim(in_degrees), C), y (N, 2L + 1) or (N, 2L + 1, 1) -> (N, dim(out_degrees), C').
+    """
+
+    def __init__(
+        self,
+        in_degrees: tuple[int, ...],
+        L: int,
+        out_degrees: tuple[int, ...],
+        channels_in: int,
+        channels_out: int,
+        backend: str = "auto",
+    ) -> None:
+        super().__init__(backend)
+        self.table, layout = coupling_table(tuple(in_degrees), L, tuple(out_degrees))
+        self.mixing = ChannelMixing(layout, channels_in, channels_out)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        y = y[..., None] if y.dim() == 2 else y
+        return self.mixing(cg_contract(x, y, self.table, self._backend_for(x)))

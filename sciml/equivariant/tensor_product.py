@@ -1,0 +1,178 @@
+"""Clebsch-Gordan contractions described by path lists, with the pure-PyTorch reference (ground truth).
+
+A feature tensor has shape (N, M, C): M stacks the 2l + 1 components of a list of degrees (a *layout*),
+C is channels. A :class:`CGTable` lists paths ``x[l1 block] ⊗ y[l2 block] -> out[l3 block]`` with a
+scalar factor each; several paths may add into the same output block. The same table yields the sparse
+coefficient list used by the compiled ``sciml::cg_contract`` kernel.
+
+Builders for the E2Former (reference/e2former.md §3; edge vector r_ij = r_j - r_i):
+- :func:`coupling_table`: x ⊗ P^L -> one block per path (a, L -> J), grouped by J for channel mixing;
+- :func:`expansion_table`: h ⊗ P^b -> every (a, d) block, unweighted, no reduction ("X_j^(b)");
+- :func:`recoupling_table`: (sum_j alpha X_j^(b)) ⊗ P^(L-b)(r_i) -> the (a, L -> J) blocks, with the
+  binomial and Wigner-6j factors, so that summing b = 0..L reproduces [h ⊗ P^L(r_ij)]^J exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cached_property
+
+import torch
+
+from sciml.equivariant.so3 import clebsch_gordan, wigner_6j
+
+
+def offsets(degrees: tuple[int, ...]) -> list[int]:
+    """Start of each degree's block in a layout."""
+    starts, total = [], 0
+    for l in degrees:
+        starts.append(total)
+        total += 2 * l + 1
+    return starts
+
+
+def layout_dim(degrees: tuple[int, ...]) -> int:
+    return sum(2 * l + 1 for l in degrees)
+
+
+@dataclass(frozen=True)
+class CGPath:
+    """x[start1 : start1 + 2l1 + 1] ⊗ y[start2 : ...] -> out[start3 + m * stride3], m = 0..2l3, times scale."""
+
+    l1: int
+    start1: int
+    l2: int
+    start2: int
+    l3: int
+    start3: int
+    stride3: int = 1
+    scale: float = 1.0
+
+
+class CGTable:
+    """A set of CG paths between layouts of dimension ``dim1`` ⊗ ``dim2`` -> ``out_dim``."""
+
+    def __init__(self, paths: list[CGPath], dim1: int, dim2: int, out_dim: int) -> None:
+        self.paths, self.dim1, self.dim2, self.out_dim = paths, dim1, dim2, out_dim
+        self._sparse_cache: dict[tuple, tuple[torch.Tensor, ...]] = {}
+
+    def reference(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Pure-PyTorch contraction. x: (N, dim1, C); y: (N, dim2, 1 or C) -> (N, out_dim, C)."""
+        n, _, c = x.shape
+        y = y.expand(-1, -1, c)
+        out = x.new_zeros(n, self.out_dim, c)
+        for p in self.paths:
+            cg = clebsch_gordan(p.l1, p.l2, p.l3, x.dtype, x.device) * p.scale
+            term = torch.einsum(
+                "nic,njc,ijk->nkc",
+                x[:, p.start1 : p.start1 + 2 * p.l1 + 1],
+                y[:, p.start2 : p.start2 + 2 * p.l2 + 1],
+                cg,
+            )
+            stop = p.start3 + 2 * p.l3 * p.stride3 + 1
+            out[:, p.start3 : stop : p.stride3] += term
+        return out
+
+    @cached_property
+    def _entries(self) -> tuple[list[int], list[int], list[int], list[float]]:
+        i1, i2, i3, coeff = [], [], [], []
+        for p in self.paths:
+            cg = clebsch_gordan(p.l1, p.l2, p.l3)
+            for a, b, k in torch.nonzero(cg.abs() > 1e-15).tolist():
+                i1.append(p.start1 + a)
+                i2.append(p.start2 + b)
+                i3.append(p.start3 + k * p.stride3)
+                coeff.append(float(cg[a, b, k]) * p.scale)
+        return i1, i2, i3, coeff
+
+    def sparse(self, dtype: torch.dtype, device: torch.device) -> tuple[torch.Tensor, ...]:
+        """(i1, i2, i3, coeff) of the nonzero coefficients, for ``sciml::cg_contract`` (cached)."""
+        key = (dtype, device)
+        if key not in self._sparse_cache:
+            i1, i2, i3, coeff = self._entries
+            self._sparse_cache[key] = (
+                torch.tensor(i1, dtype=torch.int64, device=device),
+                torch.tensor(i2, dtype=torch.int64, device=device),
+                torch.tensor(i3, dtype=torch.int64, device=device),
+                torch.tensor(coeff, dtype=dtype, device=device),
+            )
+        return self._sparse_cache[key]
+
+
+@dataclass(frozen=True)
+class MixingLayout:
+    """Output of :func:`coupling_table`: for each output degree J, ``paths[J]`` input degrees a, stored
+    m-major at ``start[J]`` (component m of path p at ``start[J] + m * len(paths[J]) + p``)."""
+
+    out_degrees: tuple[int, ...]
+    paths: dict[int, tuple[int, ...]]
+    start: dict[int, int]
+    dim: int
+
+
+def mixing_layout(in_degrees: tuple[int, ...], L: int, out_degrees: tuple[int, ...]) -> MixingLayout:
+    paths = {J: tuple(a for a in in_degrees if abs(a - L) <= J <= a + L) for J in out_degrees}
+    start, total = {}, 0
+    for J in out_degrees:
+        start[J] = total
+        total += (2 * J + 1) * len(paths[J])
+    return MixingLayout(tuple(out_degrees), paths, start, total)
+
+
+def coupling_table(
+    in_degrees: tuple[int, ...], L: int, out_degrees: tuple[int, ...]
+) -> tuple[CGTable, MixingLayout]:
+    """x (layout ``in_degrees``) ⊗ y (one degree L) -> the (a, L -> J) blocks of a :class:`MixingLayout`."""
+    layout = mixing_layout(in_degrees, L, out_degrees)
+    starts = dict(zip(in_degrees, offsets(in_degrees), strict=True))
+    paths = [
+        CGPath(a, starts[a], L, 0, J, layout.start[J] + p, len(layout.paths[J]))
+        for J in out_degrees
+        for p, a in enumerate(layout.paths[J])
+    ]
+    return CGTable(paths, layout_dim(in_degrees), 2 * L + 1, layout.dim), layout
+
+
+def expansion_degrees(in_degrees: tuple[int, ...], b: int, max_degree: int) -> tuple[tuple[int, int], ...]:
+    """The (a, d) blocks of h ⊗ P^b kept for the recoupling: every d in a ⊗ b with d <= max_degree."""
+    return tuple((a, d) for a in in_degrees for d in range(abs(a - b), min(a + b, max_degree) + 1))
+
+
+def expansion_table(in_degrees: tuple[int, ...], b: int, max_degree: int) -> CGTable:
+    """h (layout ``in_degrees``) ⊗ P^b -> all (a, d) blocks (unweighted, channel-wise)."""
+    blocks = expansion_degrees(in_degrees, b, max_degree)
+    starts = dict(zip(in_degrees, offsets(in_degrees), strict=True))
+    out_starts = offsets(tuple(d for _, d in blocks))
+    paths = [CGPath(a, starts[a], b, 0, d, s) for (a, d), s in zip(blocks, out_starts, strict=True)]
+    return CGTable(paths, layout_dim(in_degrees), 2 * b + 1, layout_dim(tuple(d for _, d in blocks)))
+
+
+def recoupling_weight(a: int, b: int, d: int, c: int, J: int, L: int) -> float:
+    """Factor of [[h^a ⊗ P^b(r_j)]^d ⊗ P^c(r_i)]^J in [h^a ⊗ P^L(r_j - r_i)]^J, with c = L - b:
+    (-1)^(L+b) C(L, b) (binomial translation, sign for r_j - r_i) times the 6j recoupling factor
+    (-1)^(a+b+c+J) sqrt((2d+1)(2L+1)) {a b d; c J L}."""
+    binomial = (-1) ** (L + b) * math.comb(L, b)
+    sixj = (-1) ** (a + b + c + J) * math.sqrt((2 * d + 1) * (2 * L + 1)) * wigner_6j(a, b, d, c, J, L)
+    return binomial * sixj
+
+
+def recoupling_table(
+    in_degrees: tuple[int, ...], L: int, b: int, out_degrees: tuple[int, ...], max_degree: int
+) -> CGTable:
+    """A^(b) (the (a, d) blocks of :func:`expansion_table`) ⊗ P^(L-b) -> the (a, L -> J) blocks of
+    :func:`coupling_table`, summing over d with :func:`recoupling_weight`."""
+    c = L - b
+    layout = mixing_layout(in_degrees, L, out_degrees)
+    blocks = expansion_degrees(in_degrees, b, max_degree)
+    block_starts = offsets(tuple(d for _, d in blocks))
+    paths = []
+    for J in out_degrees:
+        for p, a in enumerate(layout.paths[J]):
+            for (a2, d), start in zip(blocks, block_starts, strict=True):
+                if a2 != a or not abs(d - c) <= J <= d + c:
+                    continue
+                weight = recoupling_weight(a, b, d, c, J, L)
+                if weight != 0.0:
+                    paths.append(CGPath(d, start, c, 0, J, layout.start[J] + p, len(layout.paths[J]), weight))
+    return CGTable(paths, layout_dim(tuple(d for _, d in blocks)), 2 * c + 1, layout.dim)
