@@ -42,9 +42,7 @@ def build_simulation(temperature: float, seed: int) -> tuple[app.Simulation, app
     system = forcefield.createSystem(
         modeller.topology, nonbondedMethod=app.NoCutoff, constraints=app.HBonds, hydrogenMass=3 * unit.amu
     )
-    integrator = openmm.LangevinMiddleIntegrator(
-        temperature * unit.kelvin, 1 / unit.picosecond, 4 * unit.femtosecond
-    )
+    integrator = openmm.LangevinMiddleIntegrator(temperature * unit.kelvin, 1 / unit.picosecond, 4 * unit.femtosecond)
     integrator.setRandomNumberSeed(seed)
     platform = openmm.Platform.getPlatformByName("CPU")
     simulation = app.Simulation(modeller.topology, system, integrator, platform, {"Threads": "1"})
@@ -64,9 +62,7 @@ def backbone_dihedrals(topology: app.Topology) -> dict[str, list[int]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ns", type=float, default=10.0, help="simulated time")
     parser.add_argument("--save-ps", type=float, default=5.0, help="save interval")
     parser.add_argument("--temperature", type=float, default=600.0, help="K")

@@ -21,9 +21,7 @@ from ase.md.velocitydistribution import MaxwellBoltzmannDistribution
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--element", default="Cu")
     parser.add_argument("--repeat", type=int, default=2, help="cubic cell repeats (4 atoms each)")
     parser.add_argument("--temperatures", type=float, nargs="+", default=[300.0, 600.0, 900.0])

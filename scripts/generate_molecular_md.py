@@ -39,9 +39,7 @@ def molecule_from_smiles(smiles: str, seed: int) -> Atoms:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--smiles", required=True)
     parser.add_argument("--name", required=True)
     parser.add_argument("--steps", type=int, default=5000)

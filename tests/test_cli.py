@@ -52,9 +52,7 @@ def test_lagtime_is_linked_from_data_to_model(monkeypatch, tmp_path):
 
 def test_unknown_config_key_is_refused(tmp_path):
     bad = tmp_path / "bad.yaml"
-    bad.write_text(
-        (ROOT / "configs/koopman/ou.yaml").read_text().replace("batch_size: 256", "batch_sise: 256")
-    )
+    bad.write_text((ROOT / "configs/koopman/ou.yaml").read_text().replace("batch_size: 256", "batch_sise: 256"))
     result = subprocess.run(
         [sys.executable, "-m", "sciml", "fit", "--config", str(bad)],
         capture_output=True,

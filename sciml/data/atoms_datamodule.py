@@ -71,9 +71,7 @@ class AtomsDataModule(L.LightningDataModule):
     @cached_property
     def _loaded(self) -> tuple[list[str], list[list[dict[str, np.ndarray]]], list[int]]:
         trajectories = read_trajectories(self.paths)
-        species = self._species_arg or sorted(
-            {int(z) for t in trajectories for a in t.frames for z in a.numbers}
-        )
+        species = self._species_arg or sorted({int(z) for t in trajectories for a in t.frames for z in a.numbers})
         records = [
             [read_frame(a, t.source, f, species, self.keys, self.required) for f, a in enumerate(t.frames)]
             for t in trajectories
@@ -119,9 +117,7 @@ class AtomsDataModule(L.LightningDataModule):
         frames = [r for r in self._train_frames() if "energy" in r]
         if not frames:
             return [0.0] * len(self.species)
-        fit = energy_reference(
-            [r["numbers"] for r in frames], [float(r["energy"]) for r in frames], self.species
-        )
+        fit = energy_reference([r["numbers"] for r in frames], [float(r["energy"]) for r in frames], self.species)
         return fit.tolist()
 
     @cached_property
@@ -151,17 +147,14 @@ class AtomsDataModule(L.LightningDataModule):
         return DataLoader(self._dataset("val"), batch_size=self.eval_batch_size, num_workers=self.num_workers)
 
     def test_dataloader(self) -> DataLoader:
-        return DataLoader(
-            self._dataset("test"), batch_size=self.eval_batch_size, num_workers=self.num_workers
-        )
+        return DataLoader(self._dataset("test"), batch_size=self.eval_batch_size, num_workers=self.num_workers)
 
     def predict_dataloader(self) -> DataLoader:
         if self.predict_paths is None:
             raise DataError("predict needs data.predict_paths (the structures to predict)")
         trajectories = read_trajectories(self.predict_paths)
         records = [
-            [read_frame(a, t.source, f, self.species, self.keys) for f, a in enumerate(t.frames)]
-            for t in trajectories
+            [read_frame(a, t.source, f, self.species, self.keys) for f, a in enumerate(t.frames)] for t in trajectories
         ]
         index = frame_index([Segment(k, 0, len(r)) for k, r in enumerate(records)])
         dataset = FrameGraphs(records, index, self.cutoff, None, self.neighbor_backend)

@@ -100,9 +100,7 @@ def _shape_label(label: str, value: np.ndarray, n: int, source: str, frame: int)
         if value.shape == (6,):
             value = voigt_6_to_full_3x3_stress(value)
         elif value.shape != (3, 3):
-            raise DataError(
-                f"{where(source, frame, label)}: expected Voigt (6,) or (3, 3), got {value.shape}"
-            )
+            raise DataError(f"{where(source, frame, label)}: expected Voigt (6,) or (3, 3), got {value.shape}")
     return _finite(value, source, frame, label)
 
 

@@ -68,9 +68,7 @@ def _images(positions, cell, pbc, cutoff, use_cluster: bool):
         offsets = torch.floor(positions @ torch.linalg.inv(basis)) * pbc.to(dtype)
         wrapped = positions - offsets @ basis
         heights = 1.0 / torch.linalg.norm(torch.linalg.inv(basis), dim=0)
-        reps = [
-            math.ceil(cutoff / h) if p else 0 for h, p in zip(heights.tolist(), pbc.tolist(), strict=True)
-        ]
+        reps = [math.ceil(cutoff / h) if p else 0 for h, p in zip(heights.tolist(), pbc.tolist(), strict=True)]
     else:
         offsets, wrapped, reps = torch.zeros_like(positions), positions, [0, 0, 0]
     ranges = [torch.arange(-r, r + 1, dtype=dtype) for r in reps]

@@ -38,9 +38,7 @@ def split_segments(
     """
     fractions = np.asarray(fractions, dtype=float)
     if fractions.shape != (3,) or np.any(fractions < 0) or not np.isclose(fractions.sum(), 1.0):
-        raise DataError(
-            f"split fractions must be three non-negative numbers summing to 1, got {list(fractions)}"
-        )
+        raise DataError(f"split fractions must be three non-negative numbers summing to 1, got {list(fractions)}")
     needed = int(np.count_nonzero(fractions))
     if len(lengths) >= max(needed, 2):
         order = np.random.default_rng(seed).permutation(len(lengths))
@@ -75,8 +73,7 @@ def _counts(n: int, fractions: np.ndarray) -> list[int]:
 def frame_index(segments: Sequence[Segment]) -> torch.Tensor:
     """(F, 2) rows ``(trajectory, t)`` of every frame in the segments."""
     rows = [
-        torch.stack([torch.full((s.stop - s.start,), s.trajectory), torch.arange(s.start, s.stop)], 1)
-        for s in segments
+        torch.stack([torch.full((s.stop - s.start,), s.trajectory), torch.arange(s.start, s.stop)], 1) for s in segments
     ]
     return torch.cat(rows) if rows else torch.zeros(0, 2, dtype=torch.int64)
 
@@ -86,9 +83,7 @@ def pair_index(segments: Sequence[Segment], lag: int) -> torch.Tensor:
     if lag < 1:
         raise DataError(f"lagtime must be a positive number of frames, got {lag}")
     rows = [
-        torch.stack(
-            [torch.full((s.stop - s.start - lag,), s.trajectory), torch.arange(s.start, s.stop - lag)], 1
-        )
+        torch.stack([torch.full((s.stop - s.start - lag,), s.trajectory), torch.arange(s.start, s.stop - lag)], 1)
         for s in segments
         if s.stop - s.start > lag
     ]

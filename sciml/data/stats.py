@@ -7,9 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 
-def energy_reference(
-    numbers: Sequence[np.ndarray], energies: Sequence[float], species: Sequence[int]
-) -> np.ndarray:
+def energy_reference(numbers: Sequence[np.ndarray], energies: Sequence[float], species: Sequence[int]) -> np.ndarray:
     """Per-element energies e_z (eV) from the least-squares fit E ≈ sum_atoms e_z.
 
     With one composition only, the fit is rank deficient and ``lstsq`` gives the minimum-norm solution

@@ -26,9 +26,7 @@ def cg_contract(x: torch.Tensor, y: torch.Tensor, table: CGTable, backend: str =
     return ops.cg_contract(x.contiguous(), y.contiguous(), *table.sparse(x.dtype, x.device), table.out_dim)
 
 
-def edge_aggregate(
-    alpha: torch.Tensor, x: torch.Tensor, graph: EdgeGraph, backend: str = "reference"
-) -> torch.Tensor:
+def edge_aggregate(alpha: torch.Tensor, x: torch.Tensor, graph: EdgeGraph, backend: str = "reference") -> torch.Tensor:
     """out[i, m, c] = sum over edges (i <- j) of alpha[e, c] * x[j, m, c].
 
     Shape: alpha (E, C) in the graph's edge order, x (S, M, C) -> (R, M, C). The reference materialises
@@ -89,10 +87,7 @@ class ChannelMixing(nn.Module):
         super().__init__()
         self.layout, self.channels_in, self.channels_out = layout, channels_in, channels_out
         self.weights = nn.ParameterList(
-            [
-                nn.Parameter(torch.randn(len(layout.paths[J]), channels_in, channels_out))
-                for J in layout.out_degrees
-            ]
+            [nn.Parameter(torch.randn(len(layout.paths[J]), channels_in, channels_out)) for J in layout.out_degrees]
         )
 
     def forward(self, contracted: torch.Tensor) -> torch.Tensor:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
-from functools import lru_cache
+from functools import cache
 
 import torch
 from e3nn import o3
@@ -25,7 +25,7 @@ def spherical_harmonics(l: int, vectors: torch.Tensor) -> torch.Tensor:
     return o3.spherical_harmonics(l, vectors, normalize=True, normalization="component")
 
 
-@lru_cache(maxsize=None)
+@cache
 def solid_harmonic_coefficient(l: int) -> float:
     """c_l of P^l(r) = c_l |r|^l Y^l(r̂)."""
     double_factorial = math.prod(range(2 * l - 1, 0, -2))
@@ -42,14 +42,12 @@ def solid_harmonics(l: int, vectors: torch.Tensor) -> torch.Tensor:
     return solid_harmonic_coefficient(l) * unnormalised
 
 
-@lru_cache(maxsize=None)
+@cache
 def _clebsch_gordan_cpu(l1: int, l2: int, l3: int) -> torch.Tensor:
     return (o3.wigner_3j(l1, l2, l3, dtype=torch.float64) * math.sqrt(2 * l3 + 1)).contiguous()
 
 
-def clebsch_gordan(
-    l1: int, l2: int, l3: int, dtype: torch.dtype = torch.float64, device=None
-) -> torch.Tensor:
+def clebsch_gordan(l1: int, l2: int, l3: int, dtype: torch.dtype = torch.float64, device=None) -> torch.Tensor:
     """Unitary real Clebsch-Gordan tensor, shape (2l1 + 1, 2l2 + 1, 2l3 + 1); zero unless |l1 - l2| <= l3 <= l1 + l2."""
     return _clebsch_gordan_cpu(l1, l2, l3).to(dtype=dtype, device=device)
 
@@ -68,7 +66,7 @@ def _delta(a: int, b: int, c: int) -> Fraction:
     return Fraction(f(a + b - c) * f(a - b + c) * f(-a + b + c), f(a + b + c + 1))
 
 
-@lru_cache(maxsize=None)
+@cache
 def wigner_6j(j1: int, j2: int, j3: int, j4: int, j5: int, j6: int) -> float:
     """Exact Wigner 6j symbol {j1 j2 j3; j4 j5 j6} for integer j (Racah formula in exact rationals)."""
     triads = [(j1, j2, j3), (j1, j5, j6), (j4, j2, j6), (j4, j5, j3)]
@@ -86,9 +84,7 @@ def wigner_6j(j1: int, j2: int, j3: int, j4: int, j5: int, j6: int) -> float:
     return float(total) * math.sqrt(square)  # exact rationals, rounded once each
 
 
-def random_rotation(
-    dtype: torch.dtype = torch.float64, generator: torch.Generator | None = None
-) -> torch.Tensor:
+def random_rotation(dtype: torch.dtype = torch.float64, generator: torch.Generator | None = None) -> torch.Tensor:
     """A Haar-random rotation matrix (3, 3) with det +1."""
     q = torch.randn(4, dtype=dtype, generator=generator)
     return o3.quaternion_to_matrix(q / q.norm())

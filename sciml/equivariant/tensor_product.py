@@ -120,9 +120,7 @@ def mixing_layout(in_degrees: tuple[int, ...], L: int, out_degrees: tuple[int, .
     return MixingLayout(tuple(out_degrees), paths, start, total)
 
 
-def coupling_table(
-    in_degrees: tuple[int, ...], L: int, out_degrees: tuple[int, ...]
-) -> tuple[CGTable, MixingLayout]:
+def coupling_table(in_degrees: tuple[int, ...], L: int, out_degrees: tuple[int, ...]) -> tuple[CGTable, MixingLayout]:
     """x (layout ``in_degrees``) ⊗ y (one degree L) -> the (a, L -> J) blocks of a :class:`MixingLayout`."""
     layout = mixing_layout(in_degrees, L, out_degrees)
     starts = dict(zip(in_degrees, offsets(in_degrees), strict=True))

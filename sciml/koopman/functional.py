@@ -57,9 +57,7 @@ def moments(f: torch.Tensor, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tenso
     return f.T @ f / b, g.T @ g / b, f.T @ g / b
 
 
-def lora_loss(
-    f: torch.Tensor, g: torch.Tensor, nesting: str | None = "jnt", estimator: str = "ustat"
-) -> torch.Tensor:
+def lora_loss(f: torch.Tensor, g: torch.Tensor, nesting: str | None = "jnt", estimator: str = "ustat") -> torch.Tensor:
     """(Nested) low-rank-approximation loss; its population minimum is -sum_{i<=k} sigma_i^2 (no nesting).
 
     Args:

@@ -16,9 +16,7 @@ from sciml.data.systems import OrnsteinUhlenbeck
 def test_frame_batches_carry_the_graph_fields(tmp_path, cu_frames, molecule_frames):
     ase.io.write(tmp_path / "cu.traj", cu_frames)
     ase.io.write(tmp_path / "mol.traj", molecule_frames)
-    dm = AtomsDataModule(
-        paths=str(tmp_path), cutoff=3.0, split=(0.5, 0.5, 0.0), batch_size=3, labels=["energy"]
-    )
+    dm = AtomsDataModule(paths=str(tmp_path), cutoff=3.0, split=(0.5, 0.5, 0.0), batch_size=3, labels=["energy"])
     assert dm.species == [1, 6, 8, 29]
     batch = next(iter(dm.train_dataloader()))
     n_structures = batch.num_graphs
@@ -61,9 +59,7 @@ def test_energy_reference_recovers_per_element_energies(tmp_path):
         numbers = rng.choice(list(true), size=rng.integers(2, 9))
         atoms = Atoms(numbers=numbers, positions=rng.normal(scale=3, size=(len(numbers), 3)))
         energy = sum(true[int(z)] for z in numbers) + rng.normal(scale=1e-3)
-        atoms.calc = SinglePointCalculator(
-            atoms, energy=energy, forces=rng.normal(scale=0.5, size=(len(numbers), 3))
-        )
+        atoms.calc = SinglePointCalculator(atoms, energy=energy, forces=rng.normal(scale=0.5, size=(len(numbers), 3)))
         frames.append(atoms)
     ase.io.write(tmp_path / "mix.traj", frames)
     dm = AtomsDataModule(paths=str(tmp_path / "mix.traj"), cutoff=2.0)
@@ -83,9 +79,7 @@ def test_datamodule_errors(tmp_path, cu_frames):
     ase.io.write(tmp_path / "bare.traj", unlabelled)
     with pytest.raises(DataError, match=r"bare.traj', frame 0, field 'energy': label is missing"):
         _ = AtomsDataModule(paths=str(tmp_path / "bare.traj"), cutoff=3.0).species
-    predict = AtomsDataModule(
-        paths=str(tmp_path / "cu.traj"), cutoff=3.0, predict_paths=str(tmp_path / "bare.traj")
-    )
+    predict = AtomsDataModule(paths=str(tmp_path / "cu.traj"), cutoff=3.0, predict_paths=str(tmp_path / "bare.traj"))
     assert sum(b.num_graphs for b in predict.predict_dataloader()) == len(cu_frames)
 
 

@@ -37,9 +37,9 @@ def test_ou_hermite_lag_correlations_match_exp_minus_n_theta_tau():
     s = system.stationary_std[0]
     for n in range(1, 5):
         coefficients = np.eye(n + 1)[n]
-        estimate = np.mean(
-            hermeval(x[:, 0] / s, coefficients) * hermeval(y[:, 0] / s, coefficients)
-        ) / math.factorial(n)
+        estimate = np.mean(hermeval(x[:, 0] / s, coefficients) * hermeval(y[:, 0] / s, coefficients)) / math.factorial(
+            n
+        )
         assert abs(estimate - np.exp(-0.5 * n)) < 0.02 * (n + 1), (n, estimate)
 
 

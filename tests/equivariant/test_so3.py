@@ -37,9 +37,7 @@ def test_clebsch_gordan_is_unitary():
     for l1, l2 in itertools.product(range(4), repeat=2):
         for l3 in range(abs(l1 - l2), l1 + l2 + 1):
             cg = clebsch_gordan(l1, l2, l3).reshape(-1, 2 * l3 + 1)
-            torch.testing.assert_close(
-                cg.T @ cg, torch.eye(2 * l3 + 1, dtype=torch.float64), atol=TOL, rtol=0
-            )
+            torch.testing.assert_close(cg.T @ cg, torch.eye(2 * l3 + 1, dtype=torch.float64), atol=TOL, rtol=0)
 
 
 def test_power_rule_kappa_one(vectors):
@@ -55,9 +53,7 @@ def test_binomial_translation(vectors):
     for L in range(5):
         lhs = solid_harmonics(L, x - y)
         rhs = sum(
-            (-1) ** b
-            * math.comb(L, b)
-            * couple(solid_harmonics(b, y), solid_harmonics(L - b, x), b, L - b, L)
+            (-1) ** b * math.comb(L, b) * couple(solid_harmonics(b, y), solid_harmonics(L - b, x), b, L - b, L)
             for b in range(L + 1)
         )
         scale = max(1.0, float((x.norm(dim=-1) + y.norm(dim=-1)).max()) ** L)
@@ -99,6 +95,4 @@ def test_rotations_and_wigner_d(vectors):
         torch.testing.assert_close(
             spherical_harmonics(l, r @ rotation.T), spherical_harmonics(l, r) @ d.T, atol=TOL, rtol=0
         )
-        torch.testing.assert_close(
-            solid_harmonics(l, r @ rotation.T), solid_harmonics(l, r) @ d.T, atol=1e-11, rtol=0
-        )
+        torch.testing.assert_close(solid_harmonics(l, r @ rotation.T), solid_harmonics(l, r) @ d.T, atol=1e-11, rtol=0)

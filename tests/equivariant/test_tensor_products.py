@@ -30,9 +30,7 @@ def test_coupling_table_blocks_are_cg_couplings():
     out = table.reference(x, y[..., None])
     for J in DEGREES:
         for p, a in enumerate(layout.paths[J]):
-            direct = couple(x[:, a * a : (a + 1) ** 2].transpose(1, 2), y[:, None, :], a, 1, J).transpose(
-                1, 2
-            )
+            direct = couple(x[:, a * a : (a + 1) ** 2].transpose(1, 2), y[:, None, :], a, 1, J).transpose(1, 2)
             n_paths = len(layout.paths[J])
             got = out[:, layout.start[J] + p : layout.start[J] + (2 * J + 1) * n_paths : n_paths]
             torch.testing.assert_close(got, direct, atol=1e-14, rtol=0)
@@ -67,9 +65,7 @@ def test_node_factorisation_equals_dense_edge_product(L, backend):
     factorised = torch.zeros_like(dense)
     for b in range(L + 1):
         max_degree = max(DEGREES) + L - b
-        expanded = cg_contract(
-            h, solid_harmonics(b, pos)[..., None], expansion_table(DEGREES, b, max_degree), backend
-        )
+        expanded = cg_contract(h, solid_harmonics(b, pos)[..., None], expansion_table(DEGREES, b, max_degree), backend)
         aggregated = edge_aggregate(alpha, expanded, graph, backend)
         recoupled = recoupling_table(DEGREES, L, b, DEGREES, max_degree)
         factorised += cg_contract(aggregated, solid_harmonics(L - b, pos)[..., None], recoupled, backend)
@@ -80,9 +76,7 @@ def test_node_factorisation_equals_dense_edge_product(L, backend):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_weighted_product_is_equivariant(backend):
     torch.manual_seed(0)
-    product = WeightedTensorProduct(
-        DEGREES, 1, DEGREES, channels_in=4, channels_out=6, backend=backend
-    ).double()
+    product = WeightedTensorProduct(DEGREES, 1, DEGREES, channels_in=4, channels_out=6, backend=backend).double()
     x = torch.randn(10, 9, 4, dtype=torch.float64)
     r = torch.randn(10, 3, dtype=torch.float64)
     rotation = random_rotation(generator=torch.Generator().manual_seed(3))

@@ -66,9 +66,7 @@ class OrnsteinUhlenbeck(GaussianAR1):
         dt: sampling interval (time units).
     """
 
-    def __init__(
-        self, theta: float | list[float] = 1.0, sigma: float | list[float] = 2**0.5, dt: float = 0.5
-    ):
+    def __init__(self, theta: float | list[float] = 1.0, sigma: float | list[float] = 2**0.5, dt: float = 0.5):
         self.theta = np.atleast_1d(np.asarray(theta, dtype=float))
         self.sigma = np.broadcast_to(np.asarray(sigma, dtype=float), self.theta.shape).copy()
         self.dt = float(dt)

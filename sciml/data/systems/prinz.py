@@ -21,10 +21,7 @@ from sciml.data.systems.base import StochasticSystem
 def prinz_potential(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x)
     return 4 * (
-        x**8
-        + 0.8 * np.exp(-80 * x**2)
-        + 0.2 * np.exp(-80 * (x - 0.5) ** 2)
-        + 0.5 * np.exp(-40 * (x + 0.5) ** 2)
+        x**8 + 0.8 * np.exp(-80 * x**2) + 0.2 * np.exp(-80 * (x - 0.5) ** 2) + 0.5 * np.exp(-40 * (x + 0.5) ** 2)
     )
 
 

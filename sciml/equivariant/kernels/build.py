@@ -13,7 +13,7 @@ import platform
 import subprocess
 import sys
 import sysconfig
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import torch
@@ -61,7 +61,7 @@ def cuda_buildable() -> bool:
     return torch.cuda.is_available() and torch.version.cuda is not None
 
 
-@lru_cache(maxsize=None)
+@cache
 def load(with_cuda: bool = False, verbose: bool = False) -> Path:
     """Build (once, cached) and load the kernels; returns the shared library's path.
 
@@ -91,9 +91,7 @@ def load(with_cuda: bool = False, verbose: bool = False) -> Path:
             verbose=verbose,
         )
     except Exception as error:  # compiler missing, headers missing, linker errors, ...
-        raise KernelUnavailable(
-            f"building the {'CUDA' if with_cuda else 'CPU'} kernels failed: {error}"
-        ) from error
+        raise KernelUnavailable(f"building the {'CUDA' if with_cuda else 'CPU'} kernels failed: {error}") from error
     return library
 
 

@@ -15,9 +15,7 @@ import torch
 
 _GRAPH = "Tensor row, Tensor col, Tensor rowptr, Tensor perm_t, Tensor inv_perm_t, Tensor rowptr_t"
 _library = torch.library.Library("sciml", "DEF")
-_library.define(
-    "cg_contract(Tensor x, Tensor y, Tensor i1, Tensor i2, Tensor i3, Tensor coeff, int out_dim) -> Tensor"
-)
+_library.define("cg_contract(Tensor x, Tensor y, Tensor i1, Tensor i2, Tensor i3, Tensor coeff, int out_dim) -> Tensor")
 _library.define(f"edge_aggregate(Tensor alpha, Tensor x, {_GRAPH}) -> Tensor")
 _library.define(f"edge_dot(Tensor a, Tensor b, {_GRAPH}) -> Tensor")
 
