@@ -1,0 +1,171 @@
+"""Benchmark the compiled kernels against the pure-PyTorch reference and per-edge e3nn products.
+
+Edge aggregation out[i] = sum_j alpha_ij * x_j and the weighted node tensor product (x ⊗ P^1 with per-path
+channel mixing), C = 128, lmax = 2, E = 32 N, float32, forward + backward. Time is the median of
+repeats in this process; peak memory is measured per case in a fresh subprocess as the high-water mark
+of resident memory (VmHWM, reset before the measured call) above what the inputs already use.
+
+    python scripts/bench_kernels.py [--sizes 256 1024 4096] [--repeats 5] [--device cpu|cuda]
+
+Last line: RESULT agg_speedup_4096=<x> agg_mem_ratio_4096=<x> tp_speedup_4096=<x> (reference / kernel).
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import statistics
+import time
+
+import torch
+
+CHANNELS, DEGREES, NEIGHBOURS = 128, (0, 1, 2), 32
+
+
+def make_case(op: str, method: str, n: int, device: str):
+    """Inputs and a fwd+bwd closure for one (operation, method, size)."""
+    from e3nn import o3
+
+    from sciml.equivariant.graph import EdgeGraph
+    from sciml.equivariant.operations import WeightedTensorProduct, edge_aggregate
+
+    generator = torch.Generator().manual_seed(0)
+    e = NEIGHBOURS * n
+    receivers = torch.randint(0, n, (e,), generator=generator).to(device)
+    senders = torch.randint(0, n, (e,), generator=generator).to(device)
+    x = torch.randn(n, 9, CHANNELS, generator=generator).to(device).requires_grad_()
+    irreps = o3.Irreps(f"{CHANNELS}x0e+{CHANNELS}x1e+{CHANNELS}x2e")
+    if op == "agg":
+        graph, _ = EdgeGraph.from_edges(receivers, senders, n, n)
+        alpha = torch.randn(e, CHANNELS, generator=generator).to(device).requires_grad_()
+        if method == "e3nn":
+            product = o3.ElementwiseTensorProduct(irreps, o3.Irreps(f"{CHANNELS}x0e+{CHANNELS}x0e+{CHANNELS}x0e")).to(device)
+            flat_x = _to_e3nn(x)
+
+            def run():
+                per_edge = product(flat_x[graph.col], alpha.repeat(1, 3))  # (E, 9C): one TP per edge
+                out = torch.zeros(n, per_edge.shape[1], device=device).index_add(0, graph.row, per_edge)
+                out.sum().backward()
+
+            return run
+        backend = "reference" if method == "reference" else device
+
+        def run():
+            edge_aggregate(alpha, x, graph, backend).sum().backward()
+
+        return run
+    position = torch.randn(n, 3, generator=generator).to(device)
+    if method == "e3nn":  # the same weighted product evaluated per edge, as a conventional layer does
+        product = o3.FullyConnectedTensorProduct(irreps, o3.Irreps("1x1e"), irreps).to(device)
+        flat_x = _to_e3nn(x)
+        edge_vectors = position[senders] - position[receivers]
+
+        def run():
+            product(flat_x[senders], edge_vectors).sum().backward()
+
+        return run
+    module = WeightedTensorProduct(DEGREES, 1, DEGREES, CHANNELS, CHANNELS, backend=method).to(device)
+
+    def run():
+        module(x, position).sum().backward()
+
+    return run
+
+
+def _to_e3nn(x: torch.Tensor) -> torch.Tensor:
+    """(N, 9, C) channels-last -> e3nn's (N, 9C) layout (multiplicity-major per irrep)."""
+    blocks = [x[:, l * l : (l + 1) ** 2].transpose(1, 2).reshape(x.shape[0], -1) for l in DEGREES]
+    return torch.cat(blocks, dim=1)
+
+
+def time_case(run, repeats: int, device: str) -> float:
+    run()  # warm-up (and kernel loading)
+    times = []
+    for _ in range(repeats):
+        if device == "cuda":
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        run()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _status_bytes(field: str) -> int:
+    with open("/proc/self/status") as handle:
+        for line in handle:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024  # kB
+    raise RuntimeError(f"{field} not in /proc/self/status")
+
+
+def _reset_peak_rss() -> None:
+    """Reset the kernel's resident-memory high-water mark (VmHWM) of this process (Linux >= 4.0)."""
+    with open("/proc/self/clear_refs", "w") as handle:
+        handle.write("5")
+
+
+def _peak_worker(op: str, method: str, n: int, device: str, queue) -> None:
+    from sciml.equivariant.kernels import load
+
+    load(with_cuda=device == "cuda")
+    run = make_case(op, method, n, device)
+    if device == "cuda":
+        run()
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        run()
+        queue.put(torch.cuda.max_memory_allocated() - base)
+        return
+    run()  # warm-up: lazy initialisation must not count
+    _reset_peak_rss()
+    before = _status_bytes("VmRSS")
+    run()
+    queue.put(max(_status_bytes("VmHWM") - before, 0))
+
+
+def peak_memory(op: str, method: str, n: int, device: str) -> int:
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    process = context.Process(target=_peak_worker, args=(op, method, n, device, queue))
+    process.start()
+    process.join()
+    if process.exitcode != 0:
+        raise RuntimeError(f"memory measurement of {op}/{method}/N={n} failed (exit code {process.exitcode})")
+    return queue.get(timeout=10)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[256, 1024, 4096])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--e3nn-max", type=int, default=1024, help="largest N for the per-edge e3nn rows")
+    args = parser.parse_args()
+    from sciml.equivariant.kernels import load
+
+    load(with_cuda=args.device == "cuda")
+    kernel = args.device
+    print(f"device={args.device} threads={torch.get_num_threads()} C={CHANNELS} lmax=2 E=32N float32, fwd+bwd")
+    print(f"{'op':<5} {'N':>5} {'method':<10} {'time ms':>10} {'peak MiB':>10} {'ref/method':>10}")
+    results: dict[tuple[str, str, int], tuple[float, int]] = {}
+    for op in ("agg", "tp"):
+        for n in args.sizes:
+            methods = ["reference", kernel] + (["e3nn"] if n <= args.e3nn_max else [])
+            for method in methods:
+                seconds = time_case(make_case(op, method, n, args.device), args.repeats, args.device)
+                memory = peak_memory(op, method, n, args.device)
+                results[op, method, n] = (seconds, memory)
+                ratio = results[op, "reference", n][0] / seconds
+                print(f"{op:<5} {n:>5} {method:<10} {seconds * 1e3:>10.2f} {memory / 2**20:>10.1f} {ratio:>10.2f}")
+    big = max(args.sizes)
+    agg_speedup = results["agg", "reference", big][0] / results["agg", kernel, big][0]
+    agg_memory = results["agg", "reference", big][1] / max(results["agg", kernel, big][1], 1)
+    tp_speedup = results["tp", "reference", big][0] / results["tp", kernel, big][0]
+    print(f"RESULT agg_speedup_{big}={agg_speedup:.2f} agg_mem_ratio_{big}={agg_memory:.2f} tp_speedup_{big}={tp_speedup:.2f}")
+
+
+if __name__ == "__main__":
+    main()
