@@ -1,20 +1,83 @@
 """The ``sciml`` command: a LightningCLI with ``fit``/``validate``/``test``/``predict``.
 
-This is the only module that knows about configs. Values that data and model must agree on are linked
-(never typed twice): ``data.lagtime -> model.lagtime`` for Koopman models.
+This is the only module that knows about configs. Values that data and model must agree on are linked,
+never typed twice. The links depend on the model family, which is read from the ``model`` class given in
+the configs or on the command line:
+
+- potentials (:class:`~sciml.training.PotentialModule`): ``data.cutoff``, ``data.species``,
+  ``data.energy_reference`` and ``data.force_rms`` -> ``model.model.{cutoff, species, energy_reference,
+  energy_scale}`` (computed from the training split when the data module is built);
+- Koopman models (:class:`~sciml.training.KoopmanModule`): ``data.lagtime -> model.lagtime``.
 """
 
 from __future__ import annotations
 
+import importlib
+import sys
+
 import lightning as L
+import yaml
 from lightning.pytorch.cli import LightningCLI
+
+POTENTIAL_LINKS = {
+    "cutoff": lambda data: data.cutoff,
+    "species": lambda data: data.species,
+    "energy_reference": lambda data: data.energy_reference,
+    "energy_scale": lambda data: data.force_rms,
+}
 
 
 class SciMLCLI(LightningCLI):
-    """LightningCLI with sciml's argument links."""
+    """LightningCLI with sciml's argument links for the model family ``family`` ("potential", "koopman")."""
+
+    def __init__(self, *args, family: str | None = None, **kwargs) -> None:
+        self.family = family
+        super().__init__(*args, **kwargs)
 
     def add_arguments_to_parser(self, parser) -> None:
-        parser.link_arguments("data.init_args.lagtime", "model.init_args.lagtime", apply_on="parse")
+        if self.family == "potential":
+            for name, compute in POTENTIAL_LINKS.items():
+                parser.link_arguments(
+                    "data", f"model.init_args.model.init_args.{name}", compute_fn=compute, apply_on="instantiate"
+                )
+        elif self.family == "koopman":
+            parser.link_arguments("data.init_args.lagtime", "model.init_args.lagtime", apply_on="instantiate")
+
+
+def model_family(args: list[str]) -> str | None:
+    """The family of the model class named by ``--config`` files or ``--model`` in ``args`` (last wins)."""
+    class_path = None
+    for k, arg in enumerate(args):
+        key, _, value = arg.partition("=")
+        if not value and k + 1 < len(args):
+            value = args[k + 1]
+        if key == "--config":
+            try:
+                with open(value) as handle:
+                    model = (yaml.safe_load(handle) or {}).get("model")
+            except (OSError, yaml.YAMLError, AttributeError):
+                continue  # LightningCLI reports unreadable configs itself
+            class_path = (model.get("class_path") if isinstance(model, dict) else model) or class_path
+        elif key in ("--model", "--model.class_path"):
+            class_path = value
+    return _family_of(class_path)
+
+
+def _family_of(class_path: str | None) -> str | None:
+    if not class_path or "." not in class_path:
+        return None
+    from sciml.training import KoopmanModule, PotentialModule
+
+    module, _, name = class_path.rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        return None
+    if isinstance(cls, type) and issubclass(cls, PotentialModule):
+        return "potential"
+    if isinstance(cls, type) and issubclass(cls, KoopmanModule):
+        return "koopman"
+    return None
 
 
 def main(args: list[str] | None = None) -> None:
@@ -30,5 +93,6 @@ def run(args: list[str] | None = None) -> SciMLCLI:
         subclass_mode_model=True,
         subclass_mode_data=True,
         save_config_kwargs={"overwrite": True},
+        family=model_family(list(sys.argv[1:] if args is None else args)),
         args=args,
     )

@@ -39,7 +39,9 @@ def make_case(op: str, method: str, n: int, device: str):
         graph, _ = EdgeGraph.from_edges(receivers, senders, n, n)
         alpha = torch.randn(e, CHANNELS, generator=generator).to(device).requires_grad_()
         if method == "e3nn":
-            product = o3.ElementwiseTensorProduct(irreps, o3.Irreps(f"{CHANNELS}x0e+{CHANNELS}x0e+{CHANNELS}x0e")).to(device)
+            product = o3.ElementwiseTensorProduct(irreps, o3.Irreps(f"{CHANNELS}x0e+{CHANNELS}x0e+{CHANNELS}x0e")).to(
+                device
+            )
             flat_x = _to_e3nn(x)
 
             def run():
@@ -164,7 +166,9 @@ def main() -> None:
     agg_speedup = results["agg", "reference", big][0] / results["agg", kernel, big][0]
     agg_memory = results["agg", "reference", big][1] / max(results["agg", kernel, big][1], 1)
     tp_speedup = results["tp", "reference", big][0] / results["tp", kernel, big][0]
-    print(f"RESULT agg_speedup_{big}={agg_speedup:.2f} agg_mem_ratio_{big}={agg_memory:.2f} tp_speedup_{big}={tp_speedup:.2f}")
+    print(
+        f"RESULT agg_speedup_{big}={agg_speedup:.2f} agg_mem_ratio_{big}={agg_memory:.2f} tp_speedup_{big}={tp_speedup:.2f}"
+    )
 
 
 if __name__ == "__main__":

@@ -40,8 +40,20 @@ def main() -> int:
 
     start = time.perf_counter()
     print(f"built {load(with_cuda=True)} in {time.perf_counter() - start:.0f} s")
-    failed = subprocess.call([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                              "tests/equivariant/test_kernels.py", "-k", "cuda or opcheck"], cwd=ROOT)
+    failed = subprocess.call(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "tests/equivariant/test_kernels.py",
+            "-k",
+            "cuda or opcheck",
+        ],
+        cwd=ROOT,
+    )
     generator = torch.Generator().manual_seed(0)
     n, e, channels = 500, 16000, 64
     receivers = torch.randint(0, n, (e,), generator=generator).cuda()
@@ -50,19 +62,39 @@ def main() -> int:
     alpha = (torch.randn(e, channels, generator=generator, dtype=torch.float64) * 0.3).cuda().requires_grad_()
     x = (torch.randn(n, 9, channels, generator=generator, dtype=torch.float64) * 0.3).cuda().requires_grad_()
     probe = torch.randn(n, 9, channels, dtype=torch.float64, device="cuda")
-    errors = max_errors(lambda a, b: edge_aggregate(a, b, graph, "reference"),
-                        lambda a, b: edge_aggregate(a, b, graph, "cuda"), (alpha, x), probe)
-    print("edge_aggregate float64 max |kernel - reference| (value, d/dalpha, d/dx, d2/dalpha2, d2/dx2):",
-          " ".join(f"{v:.2e}" for v in errors))
+    errors = max_errors(
+        lambda a, b: edge_aggregate(a, b, graph, "reference"),
+        lambda a, b: edge_aggregate(a, b, graph, "cuda"),
+        (alpha, x),
+        probe,
+    )
+    print(
+        "edge_aggregate float64 max |kernel - reference| (value, d/dalpha, d/dx, d2/dalpha2, d2/dx2):",
+        " ".join(f"{v:.2e}" for v in errors),
+    )
     table = expansion_table((0, 1, 2), 2, 4)
     y = (torch.randn(n, 5, 1, generator=generator, dtype=torch.float64)).cuda().requires_grad_()
     probe = torch.randn(n, table.out_dim, channels, dtype=torch.float64, device="cuda")
-    tp_errors = max_errors(lambda a, b: cg_contract(a, b, table, "reference"),
-                           lambda a, b: cg_contract(a, b, table, "cuda"), (x, y), probe)
+    tp_errors = max_errors(
+        lambda a, b: cg_contract(a, b, table, "reference"), lambda a, b: cg_contract(a, b, table, "cuda"), (x, y), probe
+    )
     print("cg_contract float64 max |kernel - reference|:", " ".join(f"{v:.2e}" for v in tp_errors))
     ok = max(errors + tp_errors) <= 1e-12 and failed == 0
-    subprocess.call([sys.executable, "scripts/bench_kernels.py", "--device", "cuda", "--sizes", "256", "1024", "4096",
-                     "--e3nn-max", "4096"], cwd=ROOT)
+    subprocess.call(
+        [
+            sys.executable,
+            "scripts/bench_kernels.py",
+            "--device",
+            "cuda",
+            "--sizes",
+            "256",
+            "1024",
+            "4096",
+            "--e3nn-max",
+            "4096",
+        ],
+        cwd=ROOT,
+    )
     print("GPU CHECK", "PASSED" if ok else "FAILED")
     return 0 if ok else 1
 

@@ -1,0 +1,115 @@
+"""``E2Former``: graph batch -> per-atom and total energy (eV). A plain ``nn.Module``: no Lightning, no ASE.
+
+Forces and stress come from :class:`sciml.nn.forces.ForceStressOutput` around it.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from sciml.models.e2former.blocks import TransformerBlock
+from sciml.models.e2former.context import GraphContext
+from sciml.models.e2former.embedding import EdgeDegreeEmbedding
+from sciml.nn.mlp import MLP
+from sciml.nn.radial import GaussianBasis, polynomial_envelope
+from sciml.nn.so3_layers import EquivariantRMSNorm
+
+
+class E2Former(nn.Module):
+    """E(3)-equivariant transformer with Wigner-6j attention (SO(3) features, parity ignored).
+
+    Args:
+        species: atomic numbers the model knows (linked from ``data.species``).
+        cutoff: neighbour radius in Å (linked from ``data.cutoff``).
+        channels: C. lmax: highest feature degree. layers: transformer blocks. heads: attention heads.
+        order: attention order L (default 1). radial_basis: Gaussians on [0, cutoff].
+        hidden: feed-forward width (default 2 C). avg_neighbours: normaliser of the edge-degree embedding.
+        energy_reference: per-species energies in eV aligned with ``species`` (linked from the data).
+        energy_scale: eV per unit of network output (linked from ``data.force_rms``).
+        dense: compute every message with a per-edge tensor product (ablation; same parameters).
+        backend: kernel backend, ``"auto" | "reference" | "cpu" | "cuda"``.
+
+    Input: a graph batch with ``pos (N,3)``, ``numbers (N,)``, ``batch (N,)``, ``cell (B,3,3)``,
+    ``edge_index (2,E)``, ``shifts (E,3)``. Output: ``{"energy": (B,), "energies": (N,), "features": (N,M,C)}``.
+    """
+
+    def __init__(
+        self,
+        species: list[int],
+        cutoff: float = 5.0,
+        channels: int = 64,
+        lmax: int = 2,
+        layers: int = 4,
+        heads: int = 4,
+        order: int = 1,
+        radial_basis: int = 32,
+        hidden: int | None = None,
+        avg_neighbours: float = 16.0,
+        energy_reference: list[float] | None = None,
+        energy_scale: float = 1.0,
+        dense: bool = False,
+        backend: str = "auto",
+    ) -> None:
+        super().__init__()
+        self.config = {key: value for key, value in locals().items() if key not in ("self", "__class__")}
+        self.species, self.cutoff, self.order, self.lmax = list(species), float(cutoff), order, lmax
+        lookup = torch.full((119,), -1, dtype=torch.int64)
+        lookup[torch.tensor(self.species)] = torch.arange(len(self.species))
+        self.register_buffer("species_index", lookup, persistent=False)
+        reference = torch.tensor(energy_reference if energy_reference is not None else [0.0] * len(self.species))
+        if reference.shape != (len(self.species),):
+            raise ValueError(
+                f"energy_reference needs one value per species ({len(self.species)}), got {reference.shape}"
+            )
+        self.register_buffer("energy_reference", reference.to(torch.get_default_dtype()))
+        self.energy_scale = float(energy_scale)
+        self.radial_basis = GaussianBasis(cutoff, radial_basis)
+        self.receiver_embedding = nn.Embedding(len(self.species), radial_basis)
+        self.sender_embedding = nn.Embedding(len(self.species), radial_basis)
+        self.atom_embedding = nn.Embedding(len(self.species), channels)
+        edge_features = 3 * radial_basis
+        self.edge_degree = EdgeDegreeEmbedding(lmax, channels, edge_features, avg_neighbours, dense, backend)
+        self.blocks = nn.ModuleList(
+            TransformerBlock(lmax, channels, heads, order, edge_features, hidden or 2 * channels, dense, backend)
+            for _ in range(layers)
+        )
+        self.final_norm = EquivariantRMSNorm(lmax, channels)
+        self.energy_head = MLP((channels, channels, 1))
+
+    def species_indices(self, numbers: torch.Tensor) -> torch.Tensor:
+        indices = self.species_index[numbers]
+        if torch.any(indices < 0):
+            unknown = sorted(set(numbers[indices < 0].tolist()))
+            raise ValueError(f"atomic numbers {unknown} are not among the model's species {self.species}")
+        return indices
+
+    def forward(self, batch) -> dict[str, torch.Tensor]:
+        species = self.species_indices(batch.numbers)
+        n_structures = batch.cell.shape[0]
+        context = GraphContext.build(
+            batch.pos,
+            species,
+            batch.batch,
+            n_structures,
+            batch.edge_index,
+            batch.shifts.to(batch.pos.dtype),
+            max(self.order, self.lmax),
+        )
+        envelope = polynomial_envelope(context.distances, self.cutoff)
+        edge_features = torch.cat(
+            [
+                self.radial_basis(context.distances),
+                self.receiver_embedding(context.receiver_species),
+                self.sender_embedding(context.sender_species),
+            ],
+            dim=1,
+        )
+        x = self.edge_degree(edge_features, envelope, context)
+        x = torch.cat([x[:, :1] + self.atom_embedding(species)[:, None], x[:, 1:]], dim=1)
+        for block in self.blocks:
+            x = block(x, edge_features, envelope, context)
+        x = self.final_norm(x)
+        energies = self.energy_head(x[:, 0]).squeeze(-1) * self.energy_scale + self.energy_reference[species]
+        energy = energies.new_zeros(n_structures).index_add(0, batch.batch, energies)
+        return {"energy": energy, "energies": energies, "features": x}

@@ -1,0 +1,52 @@
+"""Conservative forces and stress from any energy model, by autograd (never inside the backbone).
+
+forces = -dE/dpositions (eV/Å); stress = (1/V) dE/d(strain) (eV/Å^3, ASE's sign convention), with the
+symmetric strain applied to positions, cell and periodic shifts alike.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import nn
+
+
+class ForceStressOutput(nn.Module):
+    """Wraps an energy model ``model(batch) -> {"energy": (B,), "energies": (N,)}``.
+
+    Args:
+        model: the energy model (a plain ``nn.Module``).
+
+    Returns from ``forward(batch, forces=True, stress=False)``: the model's outputs plus ``forces (N, 3)``
+    and, with ``stress``, ``stress (B, 3, 3)``. Under ``torch.is_grad_enabled()`` and ``self.training``
+    the derivatives keep their graph (``create_graph``) so force losses can be trained.
+    """
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, batch, forces: bool = True, stress: bool = False) -> dict[str, torch.Tensor]:
+        if not (forces or stress):
+            return self.model(batch)
+        batch = copy.copy(batch)
+        with torch.enable_grad():
+            positions = batch.pos.detach().clone().requires_grad_(forces or stress)
+            inputs = [positions]
+            if stress:
+                strain = torch.zeros_like(batch.cell, requires_grad=True)  # (B, 3, 3)
+                symmetric = 0.5 * (strain + strain.transpose(1, 2))
+                positions = positions + torch.einsum("ni,nij->nj", positions, symmetric[batch.batch])
+                edge_structure = batch.batch[batch.edge_index[0]]
+                batch.shifts = batch.shifts + torch.einsum("ei,eij->ej", batch.shifts, symmetric[edge_structure])
+                batch.cell = batch.cell + batch.cell @ symmetric
+                inputs.append(strain)
+            batch.pos = positions
+            outputs = dict(self.model(batch))
+            grads = torch.autograd.grad(outputs["energy"].sum(), inputs, create_graph=self.training)
+        outputs["forces"] = -grads[0]
+        if stress:
+            volume = torch.linalg.det(batch.cell).abs()
+            outputs["stress"] = grads[1] / volume[:, None, None]
+        return outputs

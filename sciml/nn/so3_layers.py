@@ -1,0 +1,86 @@
+"""Equivariant layers on channels-last features (N, (lmax + 1)^2, C): degree l occupies rows l^2..(l+1)^2 - 1."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+
+def degree_slices(lmax: int) -> list[slice]:
+    return [slice(l * l, (l + 1) ** 2) for l in range(lmax + 1)]
+
+
+class SO3Linear(nn.Module):
+    """Per-degree channel mixing x_l @ W_l / sqrt(C_in), bias on l = 0 only. (N, M, C_in) -> (N, M, C_out)."""
+
+    def __init__(self, lmax: int, channels_in: int, channels_out: int) -> None:
+        super().__init__()
+        self.lmax = lmax
+        self.weight = nn.Parameter(torch.randn(lmax + 1, channels_in, channels_out))
+        self.bias = nn.Parameter(torch.zeros(channels_out))
+        self.scale = 1.0 / math.sqrt(channels_in)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        blocks = [x[:, s] @ (self.weight[l] * self.scale) for l, s in enumerate(degree_slices(self.lmax))]
+        blocks[0] = blocks[0] + self.bias
+        return torch.cat(blocks, dim=1)
+
+
+class Invariants(nn.Module):
+    """Rotation-invariant scalars of all degrees: sum_m (A_l x)_lm (B_l x)_lm per degree and channel.
+
+    Shape: (N, M, C) -> (N, (lmax + 1) * C_out).
+    """
+
+    def __init__(self, lmax: int, channels_in: int, channels_out: int) -> None:
+        super().__init__()
+        self.lmax = lmax
+        self.left = SO3Linear(lmax, channels_in, channels_out)
+        self.right = SO3Linear(lmax, channels_in, channels_out)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a, b = self.left(x), self.right(x)
+        return torch.cat([(a[:, s] * b[:, s]).sum(1) for s in degree_slices(self.lmax)], dim=1)
+
+
+class EquivariantRMSNorm(nn.Module):
+    """Separable norm (EquiformerV2 style): layer norm of the l = 0 channels; the l > 0 part divided by
+    its degree-balanced RMS (each degree weighs equally); per-degree per-channel affine weights."""
+
+    def __init__(self, lmax: int, channels: int, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.lmax, self.eps = lmax, eps
+        self.weight = nn.Parameter(torch.ones(lmax + 1, channels))
+        self.bias = nn.Parameter(torch.zeros(channels))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        scalars = x[:, 0]
+        scalars = scalars - scalars.mean(-1, keepdim=True)
+        scalars = scalars * torch.rsqrt(scalars.pow(2).mean(-1, keepdim=True) + self.eps)
+        blocks = [(scalars * self.weight[0] + self.bias)[:, None]]
+        if self.lmax > 0:
+            slices = degree_slices(self.lmax)[1:]
+            power = torch.stack([x[:, s].pow(2).mean(1) for s in slices], 0).mean(0)  # (N, C)
+            inverse_rms = torch.rsqrt(power.mean(-1, keepdim=True) + self.eps)[:, None]
+            blocks += [x[:, s] * inverse_rms * self.weight[l + 1] for l, s in enumerate(slices)]
+        return torch.cat(blocks, dim=1)
+
+
+class GatedFeedForward(nn.Module):
+    """SO3Linear -> gate (SiLU on scalars, sigmoid gates from scalars on each l > 0) -> SO3Linear."""
+
+    def __init__(self, lmax: int, channels: int, hidden: int) -> None:
+        super().__init__()
+        self.lmax, self.hidden = lmax, hidden
+        self.up = SO3Linear(lmax, channels, hidden)
+        self.gates = nn.Linear(channels, lmax * hidden)
+        self.down = SO3Linear(lmax, hidden, channels)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.up(x)
+        gates = torch.sigmoid(self.gates(x[:, 0])).reshape(-1, self.lmax, self.hidden)
+        blocks = [nn.functional.silu(y[:, :1])]
+        blocks += [y[:, s] * gates[:, None, l] for l, s in enumerate(degree_slices(self.lmax)[1:])]
+        return self.down(torch.cat(blocks, dim=1))
