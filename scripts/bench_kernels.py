@@ -167,7 +167,8 @@ def main() -> None:
     agg_memory = results["agg", "reference", big][1] / max(results["agg", kernel, big][1], 1)
     tp_speedup = results["tp", "reference", big][0] / results["tp", kernel, big][0]
     print(
-        f"RESULT agg_speedup_{big}={agg_speedup:.2f} agg_mem_ratio_{big}={agg_memory:.2f} tp_speedup_{big}={tp_speedup:.2f}"
+        f"RESULT agg_speedup_{big}={agg_speedup:.2f} agg_mem_ratio_{big}={agg_memory:.2f} "
+        f"tp_speedup_{big}={tp_speedup:.2f}"
     )
 
 

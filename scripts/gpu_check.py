@@ -25,7 +25,10 @@ def max_errors(function_reference, function_kernel, inputs, probe) -> list[float
         second = torch.autograd.grad(sum((g * torch.cos(g)).sum() for g in first), inputs)
         return [out, *first, *second]
 
-    return [float((a - b).abs().max()) for a, b in zip(derivatives(function_reference), derivatives(function_kernel))]
+    return [
+        float((a - b).abs().max())
+        for a, b in zip(derivatives(function_reference), derivatives(function_kernel), strict=True)
+    ]
 
 
 def main() -> int:

@@ -1,0 +1,88 @@
+"""E2Former: the shared energy-model tests (float32 and float64), exactness of the factorised layer
+against the dense per-edge product and the independent e3nn baseline (also under PBC with small cells)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from sciml.models import E2Former
+from sciml.models.baselines import use_edge_convolutions
+from sciml.nn.forces import ForceStressOutput
+from sciml.testing import EnergyModelTests, graph_batch, random_crystal, random_molecule, relative
+
+SPECIES = [1, 6, 8, 29]
+
+
+def make_e2former(dtype=torch.float64, order: int = 1, **kwargs) -> E2Former:
+    torch.manual_seed(0)
+    model = E2Former(
+        SPECIES,
+        cutoff=4.0,
+        channels=8,
+        lmax=2,
+        layers=2,
+        heads=2,
+        order=order,
+        radial_basis=8,
+        avg_neighbours=4.0,
+        **kwargs,
+    )
+    return model.to(dtype).eval()
+
+
+class TestE2Former(EnergyModelTests):
+    def make_model(self, dtype):
+        return make_e2former(dtype)
+
+
+class TestE2FormerSecondOrder(EnergyModelTests):
+    def make_model(self, dtype):
+        return make_e2former(dtype, order=2)
+
+
+STRUCTURES = {
+    "molecule": lambda: [random_molecule([6, 1, 1, 8, 1, 6, 1], seed=1)],
+    "small_cell": lambda: [random_crystal([29, 29], seed=4, cell_length=2.6)],  # cell < cutoff: self-images
+    "mixed_batch": lambda: [random_crystal([29, 29, 29], seed=2), random_molecule([8, 1, 1], seed=3)],
+}
+
+
+@pytest.mark.parametrize("order", [0, 1, 2])
+@pytest.mark.parametrize("name", sorted(STRUCTURES))
+def test_factorised_equals_dense_and_e3nn_edge_products(name, order):
+    batch = graph_batch(STRUCTURES[name](), 4.0)
+    stress = name == "small_cell"
+    factorised = make_e2former(order=order)
+    dense = make_e2former(order=order, dense=True)
+    dense.load_state_dict(factorised.state_dict())
+    baseline = use_edge_convolutions(copy.deepcopy(factorised))
+    reference = ForceStressOutput(factorised)(batch, stress=stress)
+    for other in (dense, baseline):
+        outputs = ForceStressOutput(other)(batch, stress=stress)
+        for key in ("energy", "forces") + (("stress",) if stress else ()):
+            assert relative(reference[key], outputs[key]) < 1e-10, key
+
+
+def test_backends_agree_and_keep_the_state_dict():
+    batch = graph_batch(STRUCTURES["mixed_batch"](), 4.0)
+    reference = make_e2former(backend="reference")
+    compiled = make_e2former(backend="cpu")
+    assert reference.state_dict().keys() == compiled.state_dict().keys()
+    compiled.load_state_dict(reference.state_dict())
+    a, b = ForceStressOutput(reference)(batch), ForceStressOutput(compiled)(batch)
+    assert relative(a["forces"], b["forces"]) < 1e-12 and relative(a["energy"], b["energy"]) < 1e-12
+
+
+def test_unknown_species_is_refused():
+    batch = graph_batch([random_molecule([6, 7], seed=0)], 4.0)
+    with pytest.raises(ValueError, match=r"atomic numbers \[7\] are not among the model's species"):
+        make_e2former()(batch)
+
+
+def test_energy_reference_and_scale_are_applied():
+    model = make_e2former(energy_reference=[-13.6, -1029.0, -2041.0, -1.0], energy_scale=0.0)
+    batch = graph_batch([random_molecule([6, 1, 1, 8], seed=0)], 4.0)
+    assert float(model(batch)["energy"]) == pytest.approx(-1029.0 - 2 * 13.6 - 2041.0)
