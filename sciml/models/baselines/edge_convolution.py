@@ -2,8 +2,8 @@
 
 Per edge, an e3nn channel-wise ("uvu", as NequIP and MACE do) tensor product of h_j with the edge
 filter P^L(r_ij) = c_L |r_ij|^L Y^L(r̂_ij), scaled by alpha_ij (which already carries 1 / |r_ij|^L), summed
-over neighbours, then the same learned channel mixing W after aggregation. It computes exactly what :class:`~sciml.models.e2former.convolution.Wigner6jConvolution` computes, in O(|E|) tensor
-products.
+over neighbours, then the same learned channel mixing W after aggregation. It computes exactly what
+:class:`~sciml.models.e2former.convolution.Wigner6jConvolution` computes, in O(|E|) tensor products.
 """
 
 from __future__ import annotations
