@@ -18,7 +18,6 @@ TINY = [
     "--trainer.limit_val_batches=2",
     "--trainer.enable_progress_bar=false",
     "--trainer.logger=false",
-    "--trainer.enable_checkpointing=false",
 ]
 
 

@@ -76,6 +76,8 @@ class E2Former(nn.Module):
         )
         self.final_norm = EquivariantRMSNorm(lmax, channels)
         self.energy_head = MLP((channels, channels, 1))
+        nn.init.zeros_(self.energy_head[-1].weight)  # start at the fitted per-element reference energies
+        nn.init.zeros_(self.energy_head[-1].bias)
 
     def species_indices(self, numbers: torch.Tensor) -> torch.Tensor:
         indices = self.species_index[numbers]
