@@ -2,8 +2,7 @@
 
 Edge aggregation out[i] = sum_j alpha_ij * x_j and the weighted node tensor product (x ⊗ P^1 with per-path
 channel mixing), C = 128, lmax = 2, E = 32 N, float32, forward + backward. Time is the median of
-repeats in this process; peak memory is measured per case in a fresh subprocess as the high-water mark
-of resident memory (VmHWM, reset before the measured call) above what the inputs already use.
+repeats in this process; peak memory per case in a fresh process (see _bench_utils.py).
 
     python scripts/bench_kernels.py [--sizes 256 1024 4096] [--repeats 5] [--device cpu|cuda]
 
@@ -13,11 +12,9 @@ Last line: RESULT agg_speedup_4096=<x> agg_mem_ratio_4096=<x> tp_speedup_4096=<x
 from __future__ import annotations
 
 import argparse
-import multiprocessing
-import statistics
-import time
 
 import torch
+from _bench_utils import median_time, peak_memory
 
 CHANNELS, DEGREES, NEIGHBOURS = 128, (0, 1, 2), 32
 
@@ -80,65 +77,6 @@ def _to_e3nn(x: torch.Tensor) -> torch.Tensor:
     return torch.cat(blocks, dim=1)
 
 
-def time_case(run, repeats: int, device: str) -> float:
-    run()  # warm-up (and kernel loading)
-    times = []
-    for _ in range(repeats):
-        if device == "cuda":
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        run()
-        if device == "cuda":
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
-def _status_bytes(field: str) -> int:
-    with open("/proc/self/status") as handle:
-        for line in handle:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024  # kB
-    raise RuntimeError(f"{field} not in /proc/self/status")
-
-
-def _reset_peak_rss() -> None:
-    """Reset the kernel's resident-memory high-water mark (VmHWM) of this process (Linux >= 4.0)."""
-    with open("/proc/self/clear_refs", "w") as handle:
-        handle.write("5")
-
-
-def _peak_worker(op: str, method: str, n: int, device: str, queue) -> None:
-    from sciml.equivariant.kernels import load
-
-    load(with_cuda=device == "cuda")
-    run = make_case(op, method, n, device)
-    if device == "cuda":
-        run()
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-        base = torch.cuda.memory_allocated()
-        run()
-        queue.put(torch.cuda.max_memory_allocated() - base)
-        return
-    run()  # warm-up: lazy initialisation must not count
-    _reset_peak_rss()
-    before = _status_bytes("VmRSS")
-    run()
-    queue.put(max(_status_bytes("VmHWM") - before, 0))
-
-
-def peak_memory(op: str, method: str, n: int, device: str) -> int:
-    context = multiprocessing.get_context("spawn")
-    queue = context.Queue()
-    process = context.Process(target=_peak_worker, args=(op, method, n, device, queue))
-    process.start()
-    process.join()
-    if process.exitcode != 0:
-        raise RuntimeError(f"memory measurement of {op}/{method}/N={n} failed (exit code {process.exitcode})")
-    return queue.get(timeout=10)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[256, 1024, 4096])
@@ -157,8 +95,8 @@ def main() -> None:
         for n in args.sizes:
             methods = ["reference", kernel] + (["e3nn"] if n <= args.e3nn_max else [])
             for method in methods:
-                seconds = time_case(make_case(op, method, n, args.device), args.repeats, args.device)
-                memory = peak_memory(op, method, n, args.device)
+                seconds = median_time(make_case(op, method, n, args.device), args.repeats, args.device)
+                memory = peak_memory(make_case, (op, method, n, args.device), args.device)
                 results[op, method, n] = (seconds, memory)
                 ratio = results[op, "reference", n][0] / seconds
                 print(f"{op:<5} {n:>5} {method:<10} {seconds * 1e3:>10.2f} {memory / 2**20:>10.1f} {ratio:>10.2f}")

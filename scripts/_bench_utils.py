@@ -1,0 +1,70 @@
+"""Shared measurement helpers of the benchmark scripts: median wall time and peak memory of one call.
+
+Peak memory is measured in a fresh process per case: on CPU the resident-memory high-water mark
+(VmHWM, reset before the measured call) above the resident memory before it; on CUDA the allocator's
+peak above what was allocated before the call.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+
+
+def median_time(run: Callable[[], None], repeats: int, device: str) -> float:
+    """Median seconds of ``run()`` over ``repeats`` calls after one warm-up call."""
+    run()
+    times = []
+    for _ in range(repeats):
+        if device == "cuda":
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        run()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _status_bytes(field: str) -> int:
+    with open("/proc/self/status") as handle:
+        for line in handle:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError(f"{field} not in /proc/self/status")
+
+
+def _worker(builder: Callable[..., Callable[[], None]], args: tuple, device: str, queue) -> None:
+    from sciml.equivariant.kernels import load
+
+    load(with_cuda=device == "cuda")
+    run = builder(*args)
+    run()  # warm-up: lazy initialisation must not count
+    if device == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+        run()
+        queue.put(torch.cuda.max_memory_allocated() - before)
+        return
+    with open("/proc/self/clear_refs", "w") as handle:
+        handle.write("5")  # reset VmHWM (Linux >= 4.0)
+    before = _status_bytes("VmRSS")
+    run()
+    queue.put(max(_status_bytes("VmHWM") - before, 0))
+
+
+def peak_memory(builder: Callable[..., Callable[[], None]], args: tuple, device: str) -> int:
+    """Peak bytes of one ``builder(*args)()`` call, measured in a fresh process (see module docstring)."""
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    process = context.Process(target=_worker, args=(builder, args, device, queue))
+    process.start()
+    process.join()
+    if process.exitcode != 0:
+        raise RuntimeError(f"memory measurement of {builder.__name__}{args} failed (exit code {process.exitcode})")
+    return queue.get(timeout=10)

@@ -1,0 +1,131 @@
+"""E2Former attention layer vs the same layer with a conventional per-edge e3nn tensor product, and
+full-model energy + forces time per atom vs system size.
+
+Dense periodic systems: random atoms in a cube at the number density of copper (0.085 Å^-3), cutoff chosen
+for the requested mean neighbours per atom. Layer timings are forward + backward (median of repeats), with
+the graph context built once outside; peak memory per case in a fresh process. Both layers share the
+attention and the channel mixing; only the message computation differs.
+
+    python scripts/bench_e2former.py [--channels 64 128] [--neighbours 8 16 32 64] [--sizes 256 1024 2048]
+
+Last line: RESULT speedup_n32=<x> speedup_n64=<x> mem_ratio_n32=<x> loglog_slope_vs_atoms=<x>
+(baseline / E2Former at C = 128, N = 1024; slope of log time vs log N of the full model, 1.0 = linear).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import math
+
+import numpy as np
+import torch
+from _bench_utils import median_time, peak_memory
+
+DENSITY = 0.085  # atoms / Å^3 (fcc Cu)
+
+
+def periodic_system(n: int, neighbours: int, seed: int = 0, dtype=torch.float32):
+    """A graph batch of n random atoms in a periodic cube with about ``neighbours`` per atom."""
+    from torch_geometric.data import Batch
+
+    from sciml.data.graph import frame_to_graph
+
+    rng = np.random.default_rng(seed)
+    side = (n / DENSITY) ** (1 / 3)
+    cutoff = (3 * neighbours / (4 * math.pi * DENSITY)) ** (1 / 3)
+    record = {"positions": rng.random((n, 3)) * side, "numbers": np.full(n, 29), "cell": np.eye(3) * side,
+              "pbc": np.ones(3, dtype=bool)}
+    return Batch.from_data_list([frame_to_graph(record, cutoff, dtype)]), cutoff
+
+
+def make_layer_case(method: str, channels: int, neighbours: int, n: int, device: str):
+    from sciml.models.baselines import use_edge_convolutions
+    from sciml.models.e2former.attention import Wigner6jAttention
+    from sciml.models.e2former.context import GraphContext
+
+    torch.manual_seed(0)
+    batch, _ = periodic_system(n, neighbours)
+    batch = batch.to(device)
+    context = GraphContext.build(batch.pos, torch.zeros_like(batch.numbers), batch.batch, 1, batch.edge_index,
+                                 batch.shifts, max_order=2)
+    layer = Wigner6jAttention(2, channels, heads=4, order=1, edge_features=48, backend="auto").to(device)
+    if method == "baseline":
+        layer = use_edge_convolutions(layer).to(device)
+    edge_features = torch.randn(context.distances.shape[0], 48, device=device)
+    envelope = torch.rand(context.distances.shape[0], device=device)
+    h = torch.randn(n, 9, channels, device=device, requires_grad=True)
+
+    def run():
+        layer(h, edge_features, envelope, context).sum().backward()
+
+    return run
+
+
+def make_model_case(n: int, device: str, neighbours: int = 16):
+    from sciml.models import E2Former
+    from sciml.nn.forces import ForceStressOutput
+
+    torch.manual_seed(0)
+    batch, cutoff = periodic_system(n, neighbours)
+    batch = batch.to(device)
+    model = E2Former([29], cutoff=cutoff, channels=64, layers=2, heads=4, avg_neighbours=neighbours).to(device).eval()
+    potential = ForceStressOutput(model)
+
+    def run():
+        potential(copy.copy(batch))["forces"].sum().item()
+
+    return run
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--channels", type=int, nargs="+", default=[64, 128])
+    parser.add_argument("--neighbours", type=int, nargs="+", default=[8, 16, 32, 64])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[256, 1024, 2048])
+    parser.add_argument("--model-sizes", type=int, nargs="+", default=[256, 512, 1024, 2048, 4096])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    args = parser.parse_args()
+    from sciml.equivariant.kernels import load
+
+    load(with_cuda=args.device == "cuda")
+    print(f"device={args.device} threads={torch.get_num_threads()} lmax=2 order=1 float32, layer fwd+bwd")
+    print(f"{'C':>4} {'K':>3} {'N':>5} {'E2Former ms':>12} {'baseline ms':>12} {'speedup':>8} "
+          f"{'E2F MiB':>8} {'base MiB':>9} {'mem ratio':>9}")
+    rows = {}
+    for channels in args.channels:
+        for neighbours in args.neighbours:
+            for n in args.sizes:
+                case = (channels, neighbours, n, args.device)
+                times = {m: median_time(make_layer_case(m, *case), args.repeats, args.device)
+                         for m in ("e2former", "baseline")}
+                memory = {m: peak_memory(make_layer_case, (m, *case), args.device) for m in ("e2former", "baseline")}
+                rows[channels, neighbours, n] = (times, memory)
+                print(f"{channels:>4} {neighbours:>3} {n:>5} {times['e2former'] * 1e3:>12.1f} "
+                      f"{times['baseline'] * 1e3:>12.1f} {times['baseline'] / times['e2former']:>8.2f} "
+                      f"{memory['e2former'] / 2**20:>8.1f} {memory['baseline'] / 2**20:>9.1f} "
+                      f"{memory['baseline'] / max(memory['e2former'], 1):>9.2f}", flush=True)
+    print("\nfull model (C=64, 2 layers, K=16), energy + forces")
+    print(f"{'N':>5} {'ms':>10} {'us/atom':>10}")
+    sizes, seconds = [], []
+    for n in args.model_sizes:
+        elapsed = median_time(make_model_case(n, args.device), args.repeats, args.device)
+        sizes.append(n)
+        seconds.append(elapsed)
+        print(f"{n:>5} {elapsed * 1e3:>10.1f} {elapsed / n * 1e6:>10.1f}", flush=True)
+    slope = float(np.polyfit(np.log(sizes), np.log(seconds), 1)[0])
+
+    def ratio(neighbours: int, kind: int) -> float:
+        key = (128, neighbours, 1024)
+        if key not in rows:
+            return float("nan")
+        values = rows[key][kind]
+        return values["baseline"] / max(values["e2former"], 1e-12)
+
+    print(f"RESULT speedup_n32={ratio(32, 0):.2f} speedup_n64={ratio(64, 0):.2f} mem_ratio_n32={ratio(32, 1):.2f} "
+          f"loglog_slope_vs_atoms={slope:.3f}")
+
+
+if __name__ == "__main__":
+    main()
