@@ -34,8 +34,12 @@ def periodic_system(n: int, neighbours: int, seed: int = 0, dtype=torch.float32)
     rng = np.random.default_rng(seed)
     side = (n / DENSITY) ** (1 / 3)
     cutoff = (3 * neighbours / (4 * math.pi * DENSITY)) ** (1 / 3)
-    record = {"positions": rng.random((n, 3)) * side, "numbers": np.full(n, 29), "cell": np.eye(3) * side,
-              "pbc": np.ones(3, dtype=bool)}
+    record = {
+        "positions": rng.random((n, 3)) * side,
+        "numbers": np.full(n, 29),
+        "cell": np.eye(3) * side,
+        "pbc": np.ones(3, dtype=bool),
+    }
     return Batch.from_data_list([frame_to_graph(record, cutoff, dtype)]), cutoff
 
 
@@ -47,8 +51,9 @@ def make_layer_case(method: str, channels: int, neighbours: int, n: int, device:
     torch.manual_seed(0)
     batch, _ = periodic_system(n, neighbours)
     batch = batch.to(device)
-    context = GraphContext.build(batch.pos, torch.zeros_like(batch.numbers), batch.batch, 1, batch.edge_index,
-                                 batch.shifts, max_order=2)
+    context = GraphContext.build(
+        batch.pos, torch.zeros_like(batch.numbers), batch.batch, 1, batch.edge_index, batch.shifts, max_order=2
+    )
     layer = Wigner6jAttention(2, channels, heads=4, order=1, edge_features=48, backend="auto").to(device)
     if method == "baseline":
         layer = use_edge_convolutions(layer).to(device)
@@ -91,21 +96,28 @@ def main() -> None:
 
     load(with_cuda=args.device == "cuda")
     print(f"device={args.device} threads={torch.get_num_threads()} lmax=2 order=1 float32, layer fwd+bwd")
-    print(f"{'C':>4} {'K':>3} {'N':>5} {'E2Former ms':>12} {'baseline ms':>12} {'speedup':>8} "
-          f"{'E2F MiB':>8} {'base MiB':>9} {'mem ratio':>9}")
+    print(
+        f"{'C':>4} {'K':>3} {'N':>5} {'E2Former ms':>12} {'baseline ms':>12} {'speedup':>8} "
+        f"{'E2F MiB':>8} {'base MiB':>9} {'mem ratio':>9}"
+    )
     rows = {}
     for channels in args.channels:
         for neighbours in args.neighbours:
             for n in args.sizes:
                 case = (channels, neighbours, n, args.device)
-                times = {m: median_time(make_layer_case(m, *case), args.repeats, args.device)
-                         for m in ("e2former", "baseline")}
+                times = {
+                    m: median_time(make_layer_case(m, *case), args.repeats, args.device)
+                    for m in ("e2former", "baseline")
+                }
                 memory = {m: peak_memory(make_layer_case, (m, *case), args.device) for m in ("e2former", "baseline")}
                 rows[channels, neighbours, n] = (times, memory)
-                print(f"{channels:>4} {neighbours:>3} {n:>5} {times['e2former'] * 1e3:>12.1f} "
-                      f"{times['baseline'] * 1e3:>12.1f} {times['baseline'] / times['e2former']:>8.2f} "
-                      f"{memory['e2former'] / 2**20:>8.1f} {memory['baseline'] / 2**20:>9.1f} "
-                      f"{memory['baseline'] / max(memory['e2former'], 1):>9.2f}", flush=True)
+                print(
+                    f"{channels:>4} {neighbours:>3} {n:>5} {times['e2former'] * 1e3:>12.1f} "
+                    f"{times['baseline'] * 1e3:>12.1f} {times['baseline'] / times['e2former']:>8.2f} "
+                    f"{memory['e2former'] / 2**20:>8.1f} {memory['baseline'] / 2**20:>9.1f} "
+                    f"{memory['baseline'] / max(memory['e2former'], 1):>9.2f}",
+                    flush=True,
+                )
     print("\nfull model (C=64, 2 layers, K=16), energy + forces")
     print(f"{'N':>5} {'ms':>10} {'us/atom':>10}")
     sizes, seconds = [], []
@@ -123,8 +135,10 @@ def main() -> None:
         values = rows[key][kind]
         return values["baseline"] / max(values["e2former"], 1e-12)
 
-    print(f"RESULT speedup_n32={ratio(32, 0):.2f} speedup_n64={ratio(64, 0):.2f} mem_ratio_n32={ratio(32, 1):.2f} "
-          f"loglog_slope_vs_atoms={slope:.3f}")
+    print(
+        f"RESULT speedup_n32={ratio(32, 0):.2f} speedup_n64={ratio(64, 0):.2f} mem_ratio_n32={ratio(32, 1):.2f} "
+        f"loglog_slope_vs_atoms={slope:.3f}"
+    )
 
 
 if __name__ == "__main__":

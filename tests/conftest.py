@@ -59,3 +59,32 @@ def molecule_frames() -> list[Atoms]:
     base.center(vacuum=3.0)
     base.pbc = False
     return rattled_frames(base, 5, seed=1)
+
+
+@pytest.fixture(scope="session")
+def quickstart_run(tmp_path_factory):
+    """Train the README quickstart once per session: (callback metrics, checkpoint path)."""
+    import os
+    import sys
+
+    from sciml.cli import run
+
+    folder = tmp_path_factory.mktemp("quickstart")
+    previous_argv, previous_cwd = sys.argv, os.getcwd()
+    sys.argv = ["sciml"]
+    os.chdir(ROOT)
+    try:
+        cli = run(
+            [
+                "fit",
+                "--config",
+                "configs/e2former/quickstart.yaml",
+                f"--trainer.default_root_dir={folder}",
+                "--trainer.enable_progress_bar=false",
+            ]
+        )
+    finally:
+        sys.argv = previous_argv
+        os.chdir(previous_cwd)
+    metrics = {k: float(v) for k, v in cli.trainer.callback_metrics.items()}
+    return metrics, next(folder.rglob("*.ckpt"))

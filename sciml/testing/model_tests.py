@@ -25,7 +25,8 @@ def relative(a: torch.Tensor, b: torch.Tensor) -> float:
 
 class EnergyModelTests:
     """Subclasses define ``make_model(self, dtype) -> nn.Module`` (eval mode, species H, C, O, Cu) and
-    ``cutoff``."""
+    ``cutoff``. The model must not be constant (an untrained model with a zero-initialised head is):
+    every test checks that forces are non-trivial first."""
 
     cutoff = 4.0
 
@@ -48,6 +49,7 @@ class EnergyModelTests:
         potential = self.potential(dtype)
         batch = graph_batch(self.structures(), self.cutoff, dtype)
         reference = potential(batch)
+        assert reference["forces"].abs().max() > 1e-4, "the model is (nearly) constant: these tests would be vacuous"
         rotation = random_rotation(generator=torch.Generator().manual_seed(5))
         rotated = potential(moved(batch, rotation, torch.tensor([1.3, -2.1, 0.7])))
         assert relative(rotated["energy"], reference["energy"]) < energy_tol
@@ -70,7 +72,8 @@ class EnergyModelTests:
     def test_forces_are_minus_energy_gradient(self):
         potential = self.potential(torch.float64)
         atoms = self.structures()[0]
-        forces = potential(graph_batch([atoms], self.cutoff))["forces"].numpy()
+        forces = potential(graph_batch([atoms], self.cutoff))["forces"].detach().numpy()
+        assert np.abs(forces).max() > 1e-4
         step = 1e-5
         for atom, axis in [(0, 0), (2, 1), (5, 2)]:
             energies = []
@@ -86,6 +89,7 @@ class EnergyModelTests:
         potential = self.potential(torch.float64)
         atoms = self.structures()[1]
         stress = potential(graph_batch([atoms], self.cutoff), stress=True)["stress"][0]
+        assert stress.abs().max() > 1e-6
         step, volume = 1e-5, atoms.get_volume()
         for i, j in [(0, 0), (1, 2), (2, 2)]:
             energies = []

@@ -62,3 +62,13 @@ def with_dtype(batch: Batch, dtype: torch.dtype) -> Batch:
     batch = copy.copy(batch)
     batch.pos, batch.shifts, batch.cell = batch.pos.to(dtype), batch.shifts.to(dtype), batch.cell.to(dtype)
     return batch
+
+
+def randomise_output_head(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
+    """Give a freshly built E2Former a random last energy layer (it starts at zero, which makes an untrained
+    model constant and its force tests vacuous)."""
+    generator = torch.Generator().manual_seed(seed)
+    last = model.energy_head[-1]
+    with torch.no_grad():
+        last.weight.copy_(torch.randn(last.weight.shape, generator=generator) / last.weight.shape[1] ** 0.5)
+    return model

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import ase.io
 import lightning as L
+from ase import Atoms
+from ase.calculators.singlepoint import SinglePointCalculator
+from ase.stress import full_3x3_to_voigt_6_stress
+from lightning.pytorch.callbacks import BasePredictionWriter
 
 
 class FinalMetrics(L.Callback):
@@ -15,3 +22,50 @@ class FinalMetrics(L.Callback):
         print("final validation metrics:")
         for name, value in sorted(metrics.items()):
             print(f"  {name} = {value:.6g}")
+
+
+class PredictionWriter(BasePredictionWriter):
+    """Stream ``sciml predict`` results to an extxyz file, one frame per structure, in input order.
+
+    Each frame holds the input structure with the predicted ``energy`` (eV), ``forces`` (eV/Å), per-atom
+    ``energies`` and, for periodic cells, ``stress`` (eV/Å^3). Predictions are not also collected in memory,
+    so memory is bounded by the batch size.
+
+    Args:
+        output: the extxyz file to write (overwritten when prediction starts).
+    """
+
+    def __init__(self, output: str = "predictions.extxyz") -> None:
+        super().__init__(write_interval="batch")
+        self.output = Path(output)
+        self._handle = None
+
+    def on_predict_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        trainer.predict_loop.return_predictions = False
+        self.output.parent.mkdir(parents=True, exist_ok=True)
+        self._handle = open(self.output, "w")  # noqa: SIM115 (closed in on_predict_end)
+
+    def write_on_batch_end(self, trainer, pl_module, prediction, batch_indices, batch, batch_idx, dataloader_idx):
+        for k in range(batch.num_graphs):
+            atoms_of = (batch.batch == k).nonzero().flatten()
+            atoms = Atoms(
+                numbers=batch.numbers[atoms_of].cpu().numpy(),
+                positions=batch.pos[atoms_of].cpu().numpy(),
+                cell=batch.cell[k].cpu().numpy(),
+                pbc=batch.pbc[k].cpu().numpy(),
+            )
+            results = {
+                "energy": float(prediction["energy"][k]),
+                "forces": prediction["forces"][atoms_of].cpu().double().numpy(),
+                "energies": prediction["energies"][atoms_of].cpu().double().numpy(),
+            }
+            if "stress" in prediction:
+                results["stress"] = full_3x3_to_voigt_6_stress(prediction["stress"][k].cpu().double().numpy())
+            atoms.calc = SinglePointCalculator(atoms, **results)
+            ase.io.write(self._handle, atoms, format="extxyz")
+        self._handle.flush()
+
+    def on_predict_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None

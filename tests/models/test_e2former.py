@@ -11,7 +11,14 @@ import torch
 from sciml.models import E2Former
 from sciml.models.baselines import use_edge_convolutions
 from sciml.nn.forces import ForceStressOutput
-from sciml.testing import EnergyModelTests, graph_batch, random_crystal, random_molecule, relative
+from sciml.testing import (
+    EnergyModelTests,
+    graph_batch,
+    random_crystal,
+    random_molecule,
+    randomise_output_head,
+    relative,
+)
 
 SPECIES = [1, 6, 8, 29]
 
@@ -30,7 +37,7 @@ def make_e2former(dtype=torch.float64, order: int = 1, **kwargs) -> E2Former:
         avg_neighbours=4.0,
         **kwargs,
     )
-    return model.to(dtype).eval()
+    return randomise_output_head(model).to(dtype).eval()
 
 
 class TestE2Former(EnergyModelTests):
@@ -84,5 +91,6 @@ def test_unknown_species_is_refused():
 
 def test_energy_reference_and_scale_are_applied():
     model = make_e2former(energy_reference=[-13.6, -1029.0, -2041.0, -1.0], energy_scale=0.0)
+    assert torch.all(E2Former(SPECIES).energy_head[-1].weight == 0)  # untrained models start at the reference
     batch = graph_batch([random_molecule([6, 1, 1, 8], seed=0)], 4.0)
     assert float(model(batch)["energy"]) == pytest.approx(-1029.0 - 2 * 13.6 - 2041.0)

@@ -1,0 +1,158 @@
+"""SciMLCalculator: ASE gradient tests for forces and stress, invariance, extensivity, NVE energy
+conservation, checkpoint round trips, refusals and the neighbour-list skin."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+import torch
+from ase import Atoms
+from ase.build import bulk, molecule
+from ase.calculators.calculator import PropertyNotImplementedError
+from ase.calculators.test import gradient_test
+from ase.filters import FrechetCellFilter
+from ase.md.verlet import VelocityVerlet
+from ase import units
+
+from sciml.calculators import CheckpointError, SciMLCalculator
+from sciml.equivariant.so3 import random_rotation
+from sciml.models import E2Former
+from sciml.testing import randomise_output_head
+from scripts.run_md import energy_drift, run_md
+
+
+def small_model() -> E2Former:
+    torch.manual_seed(0)
+    model = E2Former(
+        [1, 6, 8, 29],
+        cutoff=3.5,
+        channels=8,
+        layers=2,
+        heads=2,
+        radial_basis=8,
+        avg_neighbours=8.0,
+        energy_reference=[-1.0, -2.0, -3.0, -4.0],
+    )
+    return randomise_output_head(model).eval()
+
+
+@pytest.fixture
+def calculator():
+    return SciMLCalculator(small_model(), dtype="float64", skin=0.3)
+
+
+def copper(repeat=(1, 1, 1)) -> Atoms:
+    atoms = bulk("Cu", "fcc", a=3.6, cubic=True).repeat(repeat)
+    atoms.rattle(0.05, seed=1)
+    return atoms
+
+
+def ethanol() -> Atoms:
+    atoms = molecule("CH3CH2OH")
+    atoms.rattle(0.02, seed=2)
+    return atoms
+
+
+def test_forces_pass_ase_gradient_test(calculator):
+    atoms = ethanol()
+    atoms.calc = calculator
+    analytic, numeric = gradient_test(atoms)
+    assert np.abs(analytic).max() > 1e-3  # a real, non-zero force was tested
+    np.testing.assert_allclose(analytic, numeric, atol=1e-6)
+
+
+def test_stress_passes_gradient_test_through_cell_filter(calculator):
+    atoms = copper()
+    atoms.calc = calculator
+    analytic, numeric = gradient_test(FrechetCellFilter(atoms))
+    np.testing.assert_allclose(analytic, numeric, atol=1e-5)
+    assert np.abs(atoms.get_stress()).max() > 1e-4  # a real, non-zero stress was tested
+
+
+def test_rotation_invariance_and_equivariance(calculator):
+    atoms = copper((1, 1, 2))
+    atoms.calc = calculator
+    energy, forces = atoms.get_potential_energy(), atoms.get_forces()
+    rotation = random_rotation(generator=torch.Generator().manual_seed(4)).numpy()
+    rotated = atoms.copy()
+    rotated.set_cell(atoms.cell[:] @ rotation.T, scale_atoms=False)
+    rotated.positions = atoms.positions @ rotation.T
+    rotated.calc = SciMLCalculator(small_model(), dtype="float64")
+    assert abs(rotated.get_potential_energy() - energy) < 1e-10 * abs(energy)
+    np.testing.assert_allclose(rotated.get_forces(), forces @ rotation.T, atol=1e-10)
+
+
+def test_supercell_energy_is_extensive(calculator):
+    cell = copper()
+    cell.calc = calculator
+    supercell = cell.repeat((2, 2, 2))
+    supercell.calc = SciMLCalculator(small_model(), dtype="float64")
+    assert abs(supercell.get_potential_energy() / (8 * cell.get_potential_energy()) - 1) < 1e-5
+    np.testing.assert_allclose(supercell.get_forces()[: len(cell)], cell.get_forces(), atol=1e-8)
+    np.testing.assert_allclose(supercell.get_stress(), cell.get_stress(), atol=1e-8)
+
+
+def test_skin_never_returns_stale_forces():
+    atoms = ethanol()
+    with_skin = SciMLCalculator(small_model(), dtype="float64", skin=1.0)
+    without = SciMLCalculator(small_model(), dtype="float64", skin=0.0)
+    atoms.calc = with_skin
+    atoms.set_momenta(
+        np.random.default_rng(0).normal(scale=0.3, size=(len(atoms), 3)) * np.sqrt(atoms.get_masses())[:, None]
+    )
+    dynamics = VelocityVerlet(atoms, 1.0 * units.fs)
+    for _ in range(60):
+        dynamics.run(1)
+        reference = atoms.copy()
+        reference.calc = without
+        np.testing.assert_allclose(atoms.get_forces(), reference.get_forces(), atol=1e-12)
+    assert 1 <= with_skin.rebuilds < without.rebuilds
+
+
+def test_refusals(calculator, tmp_path):
+    with pytest.raises(ValueError, match=r"elements \['N'\] are not among the model's species"):
+        atoms = Atoms("CN", positions=[[0, 0, 0], [0, 0, 1.2]])
+        atoms.calc = calculator
+        atoms.get_potential_energy()
+    with pytest.raises(PropertyNotImplementedError, match="periodic"):
+        atoms = ethanol()
+        atoms.calc = calculator
+        atoms.get_stress()
+    training = SciMLCalculator(small_model().train(), dtype="float64")
+    with pytest.raises(RuntimeError, match="training mode"):
+        atoms = ethanol()
+        atoms.calc = training
+        atoms.get_potential_energy()
+    unsafe = tmp_path / "unsafe.ckpt"
+    with open(unsafe, "wb") as handle:
+        pickle.dump({"sciml_model": {"class_path": "sciml.models.E2Former"}, "payload": Atoms("H")}, handle)
+    with pytest.raises(CheckpointError, match="needs arbitrary pickled code"):
+        SciMLCalculator.from_checkpoint(unsafe)
+    torch.save({"state_dict": {}}, tmp_path / "foreign.ckpt")
+    with pytest.raises(CheckpointError, match="no 'sciml_model' entry"):
+        SciMLCalculator.from_checkpoint(tmp_path / "foreign.ckpt")
+    torch.save({"sciml_model": {"class_path": "os.system", "init_args": {}}}, tmp_path / "evil.ckpt")
+    with pytest.raises(CheckpointError, match="outside the sciml package"):
+        SciMLCalculator.from_checkpoint(tmp_path / "evil.ckpt")
+
+
+def test_checkpoint_round_trip_and_nve_conservation(quickstart_run):
+    _, checkpoint = quickstart_run
+    calculator = SciMLCalculator.from_checkpoint(checkpoint, dtype="float64")
+    again = SciMLCalculator.from_checkpoint(checkpoint, dtype="float64")
+    from ase.io import read
+
+    atoms = read("data/ethanol_gfn2.extxyz", index=-1)
+    atoms.calc = None
+    first = atoms.copy()
+    first.calc = calculator
+    second = atoms.copy()
+    second.calc = again
+    assert first.get_potential_energy() == second.get_potential_energy()
+    assert np.array_equal(first.get_forces(), second.get_forces())
+    assert abs(first.get_potential_energy() - read("data/ethanol_gfn2.extxyz", index=-1).get_potential_energy()) < 1.0
+    result = run_md(atoms, calculator, "nve", 0.5, 2000, temperature=300.0)  # 1 ps
+    slope, excursion = energy_drift(result["times_ps"], result["total_energy"], len(atoms))
+    assert abs(slope) < 1e-3 and excursion < 1e-3
