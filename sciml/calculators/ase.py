@@ -77,7 +77,7 @@ class SciMLCalculator(Calculator):
             raise PropertyNotImplementedError("stress needs a cell periodic in all three directions")
         data = self._graph(atoms)
         outputs = self.potential(data, forces=True, stress=bool(atoms.pbc.all()))
-        self.results["energy"] = self.results["free_energy"] = float(outputs["energy"][0])
+        self.results["energy"] = self.results["free_energy"] = float(outputs["energy"][0].detach())
         self.results["energies"] = outputs["energies"].detach().cpu().double().numpy()
         self.results["forces"] = outputs["forces"].detach().cpu().double().numpy()
         if "stress" in outputs:

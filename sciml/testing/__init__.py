@@ -18,6 +18,7 @@ __all__ = [
     "permuted",
     "random_crystal",
     "random_molecule",
+    "randomise_output_head",
     "relative",
     "with_dtype",
 ]

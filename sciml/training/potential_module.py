@@ -61,6 +61,9 @@ class PotentialModule(L.LightningModule):
         return self.potential(batch, forces=True, stress=stress)
 
     def _predict(self, batch, use_ema: bool) -> dict[str, torch.Tensor]:
+        if torch.is_inference_mode_enabled():  # Lightning evaluates under inference mode: forces need autograd
+            with torch.inference_mode(False):
+                return self._predict(batch.clone(), use_ema)
         stress = self.weights["stress"] > 0 and hasattr(batch, "stress")
         if use_ema and self.ema is not None:
             return ForceStressOutput(self.ema.module).train(self.training)(batch, forces=True, stress=stress)
@@ -99,10 +102,10 @@ class PotentialModule(L.LightningModule):
         self._evaluate(batch, "test")
 
     def predict_step(self, batch, batch_idx: int) -> dict[str, torch.Tensor]:
-        stress = bool(batch.pbc.all())
-        outputs = self._predict(batch, use_ema=True)
-        if stress and "stress" not in outputs:
-            outputs = ForceStressOutput(self.model).eval()(batch, forces=True, stress=True)
+        with torch.inference_mode(False):
+            batch = batch.clone()
+            model = self.ema.module if self.ema is not None else self.model
+            outputs = ForceStressOutput(model).eval()(batch, forces=True, stress=bool(batch.pbc.all()))
         return {key: value.detach() for key, value in outputs.items() if key != "features"}
 
     def on_train_batch_end(self, outputs, batch, batch_idx: int) -> None:

@@ -8,13 +8,12 @@ import pickle
 import numpy as np
 import pytest
 import torch
-from ase import Atoms
+from ase import Atoms, units
 from ase.build import bulk, molecule
 from ase.calculators.calculator import PropertyNotImplementedError
 from ase.calculators.test import gradient_test
 from ase.filters import FrechetCellFilter
 from ase.md.verlet import VelocityVerlet
-from ase import units
 
 from sciml.calculators import CheckpointError, SciMLCalculator
 from sciml.equivariant.so3 import random_rotation
