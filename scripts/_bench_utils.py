@@ -1,13 +1,16 @@
 """Shared measurement helpers of the benchmark scripts: median wall time and peak memory of one call.
 
 Peak memory is measured in a fresh process per case: on CPU the resident-memory high-water mark
-(VmHWM, reset before the measured call) above the resident memory before it; on CUDA the allocator's
-peak above what was allocated before the call.
+(VmHWM, reset before the measured call) above the resident memory before it, with glibc's mmap threshold
+fixed at 64 KiB in that process so that freed large blocks leave the resident set (otherwise memory kept
+from the warm-up call hides part of the peak); on CUDA the allocator's peak above what was allocated
+before the call.
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -60,6 +63,7 @@ def _worker(builder: Callable[..., Callable[[], None]], args: tuple, device: str
 
 def peak_memory(builder: Callable[..., Callable[[], None]], args: tuple, device: str) -> int:
     """Peak bytes of one ``builder(*args)()`` call, measured in a fresh process (see module docstring)."""
+    os.environ["MALLOC_MMAP_THRESHOLD_"] = "65536"  # read by glibc when the spawned process starts
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()
     process = context.Process(target=_worker, args=(builder, args, device, queue))

@@ -48,11 +48,14 @@ def main() -> None:
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     args = parser.parse_args()
     torch.manual_seed(0)
-    e2former = randomise_output_head(E2Former([29], cutoff=args.cutoff, channels=args.channels, layers=args.layers,
-                                              heads=4, avg_neighbours=40.0)).eval()
+    e2former = randomise_output_head(
+        E2Former([29], cutoff=args.cutoff, channels=args.channels, layers=args.layers, heads=4, avg_neighbours=40.0)
+    ).eval()
     baseline = use_edge_convolutions(copy.deepcopy(e2former)).eval()
-    print(f"Cu fcc, cutoff {args.cutoff} Å (~42 neighbours), C={args.channels}, {args.layers} layers, {args.dtype}, "
-          f"threads={torch.get_num_threads()}")
+    print(
+        f"Cu fcc, cutoff {args.cutoff} Å (~42 neighbours), C={args.channels}, {args.layers} layers, {args.dtype}, "
+        f"threads={torch.get_num_threads()}"
+    )
     print(f"{'atoms':>6} {'E2Former steps/s':>17} {'baseline steps/s':>17} {'speedup':>8}")
     speedups = {}
     for n in args.sizes:
@@ -61,8 +64,10 @@ def main() -> None:
         slow = steps_per_second(baseline, n, args.dtype, steps)
         speedups[n] = fast / slow
         print(f"{n:>6} {fast:>17.2f} {slow:>17.2f} {speedups[n]:>8.2f}", flush=True)
-    print(f"RESULT md_speedup_512={speedups.get(512, float('nan')):.2f} "
-          f"md_speedup_2048={speedups.get(2048, float('nan')):.2f}")
+    print(
+        f"RESULT md_speedup_512={speedups.get(512, float('nan')):.2f} "
+        f"md_speedup_2048={speedups.get(2048, float('nan')):.2f}"
+    )
 
 
 if __name__ == "__main__":

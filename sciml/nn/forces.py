@@ -17,17 +17,25 @@ class ForceStressOutput(nn.Module):
 
     Args:
         model: the energy model (a plain ``nn.Module``).
+        direct_forces: take ``forces`` from the model's ``direct_forces`` output instead of -dE/dx (a
+            direct-force head: faster, not conservative). Stress is always a strain derivative.
 
     Returns from ``forward(batch, forces=True, stress=False)``: the model's outputs plus ``forces (N, 3)``
     and, with ``stress``, ``stress (B, 3, 3)``. Under ``torch.is_grad_enabled()`` and ``self.training``
     the derivatives keep their graph (``create_graph``) so force losses can be trained.
     """
 
-    def __init__(self, model: nn.Module) -> None:
+    def __init__(self, model: nn.Module, direct_forces: bool = False) -> None:
         super().__init__()
-        self.model = model
+        self.model, self.direct_forces = model, direct_forces
 
     def forward(self, batch, forces: bool = True, stress: bool = False) -> dict[str, torch.Tensor]:
+        if self.direct_forces and not stress:
+            outputs = dict(self.model(batch))
+            if "direct_forces" not in outputs:
+                raise ValueError("direct_forces=True needs a model with a direct-force head (direct_forces output)")
+            outputs["forces"] = outputs["direct_forces"]
+            return outputs
         if not (forces or stress):
             return self.model(batch)
         batch = copy.copy(batch)
@@ -45,7 +53,7 @@ class ForceStressOutput(nn.Module):
             batch.pos = positions
             outputs = dict(self.model(batch))
             grads = torch.autograd.grad(outputs["energy"].sum(), inputs, create_graph=self.training)
-        outputs["forces"] = -grads[0]
+        outputs["forces"] = outputs["direct_forces"] if self.direct_forces else -grads[0]
         if stress:
             volume = torch.linalg.det(batch.cell).abs()
             outputs["stress"] = grads[1] / volume[:, None, None]

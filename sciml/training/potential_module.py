@@ -23,6 +23,8 @@ class PotentialModule(L.LightningModule):
         optimizer / scheduler: factories (LightningCLI ``class_path`` / ``init_args``).
         ema_decay: keep an exponential moving average of the weights (used for validation, testing
             and saved checkpoints' ``ema_state_dict``); ``None`` disables it.
+        direct_forces: train and evaluate the model's direct-force head instead of -dE/dx (the model must
+            be built with ``direct_force_head=True``); off by default.
 
     The checkpoint also stores ``sciml_model = {"class_path", "init_args"}``: everything needed to
     rebuild the model (species, cutoff, energy reference, hyper-parameters) without pickled code.
@@ -39,13 +41,15 @@ class PotentialModule(L.LightningModule):
         optimizer: OptimizerCallable = torch.optim.Adam,
         scheduler: LRSchedulerCallable | None = None,
         ema_decay: float | None = None,
+        direct_forces: bool = False,
     ) -> None:
         super().__init__()
         if loss not in ("mse", "huber"):
             raise ValueError(f"loss must be 'mse' or 'huber', got '{loss}'")
         self.save_hyperparameters(ignore=["model"])
         self.model = model
-        self.potential = ForceStressOutput(model)
+        self.direct_forces = direct_forces
+        self.potential = ForceStressOutput(model, direct_forces)
         self.weights = {"energy": energy_weight, "forces": force_weight, "stress": stress_weight}
         self.loss_name, self.huber_delta = loss, huber_delta
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
@@ -66,7 +70,9 @@ class PotentialModule(L.LightningModule):
                 return self._predict(batch.clone(), use_ema)
         stress = self.weights["stress"] > 0 and hasattr(batch, "stress")
         if use_ema and self.ema is not None:
-            return ForceStressOutput(self.ema.module).train(self.training)(batch, forces=True, stress=stress)
+            return ForceStressOutput(self.ema.module, self.direct_forces).train(self.training)(
+                batch, forces=True, stress=stress
+            )
         return self(batch, stress=stress)
 
     def _pointwise(self, prediction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -105,7 +111,9 @@ class PotentialModule(L.LightningModule):
         with torch.inference_mode(False):
             batch = batch.clone()
             model = self.ema.module if self.ema is not None else self.model
-            outputs = ForceStressOutput(model).eval()(batch, forces=True, stress=bool(batch.pbc.all()))
+            outputs = ForceStressOutput(model, self.direct_forces).eval()(
+                batch, forces=True, stress=bool(batch.pbc.all())
+            )
         return {key: value.detach() for key, value in outputs.items() if key != "features"}
 
     def on_train_batch_end(self, outputs, batch, batch_idx: int) -> None:

@@ -12,10 +12,22 @@ from tests.conftest import ROOT
 
 @pytest.mark.slow
 def test_potential_fits_under_ddp_with_two_cpu_processes(tmp_path):
-    command = [sys.executable, "-m", "sciml", "fit", "--config", "configs/e2former/quickstart.yaml",
-               "--trainer.strategy=ddp", "--trainer.devices=2", "--trainer.accelerator=cpu",
-               "--trainer.max_epochs=1", "--trainer.limit_train_batches=4", "--trainer.limit_val_batches=2",
-               "--trainer.enable_progress_bar=false", f"--trainer.default_root_dir={tmp_path}"]
+    command = [
+        sys.executable,
+        "-m",
+        "sciml",
+        "fit",
+        "--config",
+        "configs/e2former/quickstart.yaml",
+        "--trainer.strategy=ddp",
+        "--trainer.devices=2",
+        "--trainer.accelerator=cpu",
+        "--trainer.max_epochs=1",
+        "--trainer.limit_train_batches=4",
+        "--trainer.limit_val_batches=2",
+        "--trainer.enable_progress_bar=false",
+        f"--trainer.default_root_dir={tmp_path}",
+    ]
     result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "val/force_mae" in result.stdout

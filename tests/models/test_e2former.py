@@ -94,3 +94,25 @@ def test_energy_reference_and_scale_are_applied():
     assert torch.all(E2Former(SPECIES).energy_head[-1].weight == 0)  # untrained models start at the reference
     batch = graph_batch([random_molecule([6, 1, 1, 8], seed=0)], 4.0)
     assert float(model(batch)["energy"]) == pytest.approx(-1029.0 - 2 * 13.6 - 2041.0)
+
+
+def test_direct_force_head_is_equivariant_and_trains():
+    from sciml.equivariant.so3 import random_rotation
+    from sciml.testing import moved
+    from sciml.training import PotentialModule
+
+    model = make_e2former(direct_force_head=True)
+    torch.nn.init.normal_(model.force_head.weight)
+    batch = graph_batch(STRUCTURES["mixed_batch"](), 4.0)
+    direct = ForceStressOutput(model, direct_forces=True)
+    forces = direct(batch)["forces"]
+    assert forces.abs().max() > 1e-6
+    assert relative(forces, ForceStressOutput(model)(batch)["forces"]) > 1e-3  # not the conservative forces
+    rotation = random_rotation(generator=torch.Generator().manual_seed(7))
+    assert relative(direct(moved(batch, rotation))["forces"], forces @ rotation.T) < 1e-10
+    assert make_e2former().force_head is None  # off by default
+    module = PotentialModule(model.train(), direct_forces=True)
+    batch.energy, batch.forces = torch.zeros(batch.num_graphs, dtype=torch.float64), torch.zeros_like(batch.pos)
+    loss = module.training_step(batch, 0)
+    loss.backward()
+    assert model.force_head.weight.grad.abs().sum() > 0

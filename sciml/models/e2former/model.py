@@ -28,6 +28,8 @@ class E2Former(nn.Module):
         energy_reference: per-species energies in eV aligned with ``species`` (linked from the data).
         energy_scale: eV per unit of network output (linked from ``data.force_rms``).
         dense: compute every message with a per-edge tensor product (ablation; same parameters).
+        direct_force_head: also output ``direct_forces (N, 3)`` (eV/Å), an equivariant linear readout of the
+            l = 1 features (fast, not conservative; off by default).
         backend: kernel backend, ``"auto" | "reference" | "cpu" | "cuda"``.
 
     Input: a graph batch with ``pos (N,3)``, ``numbers (N,)``, ``batch (N,)``, ``cell (B,3,3)``,
@@ -49,6 +51,7 @@ class E2Former(nn.Module):
         energy_reference: list[float] | None = None,
         energy_scale: float = 1.0,
         dense: bool = False,
+        direct_force_head: bool = False,
         backend: str = "auto",
     ) -> None:
         super().__init__()
@@ -78,6 +81,7 @@ class E2Former(nn.Module):
         self.energy_head = MLP((channels, channels, 1))
         nn.init.zeros_(self.energy_head[-1].weight)  # start at the fitted per-element reference energies
         nn.init.zeros_(self.energy_head[-1].bias)
+        self.force_head = nn.Linear(channels, 1, bias=False) if direct_force_head else None
 
     def species_indices(self, numbers: torch.Tensor) -> torch.Tensor:
         indices = self.species_index[numbers]
@@ -114,4 +118,7 @@ class E2Former(nn.Module):
         x = self.final_norm(x)
         energies = self.energy_head(x[:, 0]).squeeze(-1) * self.energy_scale + self.energy_reference[species]
         energy = energies.new_zeros(n_structures).index_add(0, batch.batch, energies)
-        return {"energy": energy, "energies": energies, "features": x}
+        outputs = {"energy": energy, "energies": energies, "features": x}
+        if self.force_head is not None:  # l = 1 block is (x, y, z) in e3nn's real basis
+            outputs["direct_forces"] = self.force_head(x[:, 1:4]).squeeze(-1) * self.energy_scale
+        return outputs
