@@ -65,12 +65,7 @@ class KoopmanModule(L.LightningModule):
 
     def training_step(self, batch, batch_idx: int) -> torch.Tensor:
         loss = self._loss(batch)
-        self.log(
-            "train/loss",
-            loss,
-            prog_bar=True,
-            batch_size=batch[0].__len__() if hasattr(batch[0], "__len__") else None,
-        )
+        self.log("train/loss", loss, prog_bar=True, batch_size=len(batch[0]))
         world = self.trainer.world_size if self.trainer is not None else 1
         return loss * world
 
