@@ -1,0 +1,110 @@
+"""Koopman loss identities (float64): LoRA against an exact finite-state chain, nesting, estimators,
+sequential stop-gradients, and VAMP-2 against an independent numpy computation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from sciml.koopman import functional as F
+
+
+def chain(n_states: int = 5, seed: int = 0):
+    """A random reversible-free Markov chain: transition P, stationary pi."""
+    rng = np.random.default_rng(seed)
+    transition = rng.random((n_states, n_states)) + 0.2
+    transition /= transition.sum(1, keepdims=True)
+    values, vectors = np.linalg.eig(transition.T)
+    pi = np.real(vectors[:, np.argmin(np.abs(values - 1))])
+    return transition, pi / pi.sum()
+
+
+def population_loss(f: np.ndarray, g: np.ndarray, transition: np.ndarray, pi: np.ndarray) -> float:
+    """-2 tr(T) + tr(M_f M_g) with exact expectations over (x ~ pi, x' ~ P(x, .))."""
+    joint = pi[:, None] * transition  # p(x, x')
+    t = f.T @ joint @ g
+    m_f, m_g = f.T @ (pi[:, None] * f), g.T @ (joint.sum(0)[:, None] * g)
+    return -2 * np.trace(t) + np.trace(m_f @ m_g)
+
+
+def test_lora_equals_hilbert_schmidt_identity_on_a_finite_chain():
+    transition, pi = chain()
+    rng = np.random.default_rng(1)
+    f, g = rng.normal(size=(5, 3)), rng.normal(size=(5, 3))
+    # K: L2(pi) -> L2(pi); in the orthonormal basis e_s / sqrt(pi_s): K_hat = D^{1/2} P D^{-1/2}
+    root = np.sqrt(pi)
+    koopman = root[:, None] * transition / root[None, :]
+    low_rank = (root[:, None] * f) @ (g * root[:, None]).T  # sum_i f_i ⊗ g_i in the same basis
+    expected = np.sum((koopman - low_rank) ** 2) - np.sum(koopman**2)
+    assert population_loss(f, g, transition, pi) == pytest.approx(expected, abs=1e-12)
+    # the plug-in loss over the exact joint law (weighted samples) is the population loss
+    states = np.array([(a, b) for a in range(5) for b in range(5)])
+    weights = (pi[:, None] * transition).ravel()
+    big = 200_000
+    draws = np.random.default_rng(2).choice(len(states), size=big, p=weights)
+    fx, gy = torch.tensor(f[states[draws, 0]]), torch.tensor(g[states[draws, 1]])
+    estimate = float(F.lora_loss(fx, gy, nesting=None, estimator="ustat"))
+    assert estimate == pytest.approx(expected, abs=0.05)
+
+
+def test_joint_nesting_is_the_weighted_sum_of_prefix_losses():
+    generator = torch.Generator().manual_seed(0)
+    f, g = (
+        torch.randn(64, 6, generator=generator, dtype=torch.float64),
+        torch.randn(64, 6, generator=generator, dtype=torch.float64),
+    )
+    k = f.shape[1]
+    for estimator in ("plugin", "ustat", "split"):
+        explicit = sum(F.lora_loss(f[:, :m], g[:, :m], None, estimator) for m in range(1, k + 1)) / k
+        assert float(F.lora_loss(f, g, "jnt", estimator)) == pytest.approx(float(explicit), abs=1e-12)
+
+
+def test_ustatistic_is_unbiased_and_plugin_is_not():
+    transition, pi = chain(seed=3)
+    rng = np.random.default_rng(4)
+    f, g = rng.normal(size=(5, 3)) + 1, rng.normal(size=(5, 3)) + 1
+    truth = population_loss(f, g, transition, pi)
+    states = np.array([(a, b) for a in range(5) for b in range(5)])
+    weights = (pi[:, None] * transition).ravel()
+    batch, batches = 8, 4000
+    draws = rng.choice(len(states), size=(batches, batch), p=weights)
+    fx, gy = torch.tensor(f[states[draws, 0]]), torch.tensor(g[states[draws, 1]])
+    ustat = torch.stack([F.lora_loss(a, b, None, "ustat") for a, b in zip(fx, gy, strict=True)])
+    plugin = torch.stack([F.lora_loss(a, b, None, "plugin") for a, b in zip(fx, gy, strict=True)])
+    error = float(ustat.std()) / batches**0.5
+    assert abs(float(ustat.mean()) - truth) < 4 * error
+    assert abs(float(plugin.mean()) - truth) > 4 * error  # O(1/B) bias, visible at B = 8
+
+
+def test_sequential_nesting_sends_no_gradient_to_lower_modes():
+    generator = torch.Generator().manual_seed(5)
+    f = torch.randn(32, 4, generator=generator, dtype=torch.float64, requires_grad=True)
+    g = torch.randn(32, 4, generator=generator, dtype=torch.float64, requires_grad=True)
+    # the loss terms that pair mode 3 with lower modes must not move modes 0..2: compare the gradient of
+    # the full seq loss with that of the loss on the first 3 modes
+    full = torch.autograd.grad(F.lora_loss(f, g, "seq", "plugin"), (f, g))
+    prefix = torch.autograd.grad(F.lora_loss(f[:, :3], g[:, :3], "seq", "plugin"), (f, g))
+    for a, b in zip(full, prefix, strict=True):
+        torch.testing.assert_close(a[:, :3], b[:, :3], atol=1e-12, rtol=0)
+    same_value = F.lora_loss(f, g, "seq", "plugin").detach()
+    assert float(same_value) == pytest.approx(float(F.lora_loss(f, g, None, "plugin").detach()))
+
+
+def test_vamp2_equals_independent_numpy_computation():
+    generator = torch.Generator().manual_seed(6)
+    f = F.with_constant(torch.randn(500, 3, generator=generator, dtype=torch.float64))
+    g = F.with_constant(0.5 * f[:, 1:] + torch.randn(500, 3, generator=generator, dtype=torch.float64))
+    fx, gy = f.numpy(), g.numpy()
+    c00, c11, c01 = fx.T @ fx / 500, gy.T @ gy / 500, fx.T @ gy / 500
+
+    def inv_sqrt(c):
+        w, v = np.linalg.eigh(c)
+        return v @ np.diag(1 / np.sqrt(w)) @ v.T
+
+    expected = np.sum((inv_sqrt(c00) @ c01 @ inv_sqrt(c11)) ** 2)
+    assert float(F.vamp_score(f, g, 2, epsilon=0.0)) == pytest.approx(expected, rel=1e-10)
+    singular = np.linalg.svd(inv_sqrt(c00) @ c01 @ inv_sqrt(c11), compute_uv=False)
+    assert float(F.vamp_score(f, g, 1, epsilon=0.0)) == pytest.approx(singular.sum(), rel=1e-10)
+    assert float(F.metric_regulariser(torch.eye(3))) == pytest.approx(0.0, abs=1e-12)
+    assert float(F.dpnet_loss(f, g, 0.0, epsilon=0.0)) == pytest.approx(-expected, rel=1e-10)
