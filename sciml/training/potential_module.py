@@ -9,6 +9,7 @@ import torch
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import nn
 
+from sciml.nn.checkpoint import module_spec
 from sciml.nn.forces import ForceStressOutput
 from sciml.training.metrics import potential_errors
 
@@ -130,12 +131,7 @@ class PotentialModule(L.LightningModule):
         }
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
-        config = getattr(self.model, "config", None)
-        if config is not None:
-            model_type = type(self.model)
-            checkpoint["sciml_model"] = {
-                "class_path": f"{model_type.__module__}.{model_type.__qualname__}",
-                "init_args": dict(config),
-            }
+        if getattr(self.model, "config", None) is not None:
+            checkpoint["sciml_model"] = module_spec(self.model)
         if self.ema is not None:
             checkpoint["ema_state_dict"] = self.ema.module.state_dict()

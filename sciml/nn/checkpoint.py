@@ -1,0 +1,61 @@
+"""Modules as ``{class_path, init_args}`` specs, and checkpoint files read without executing pickled code.
+
+A module is saveable when it keeps its constructor arguments in a ``config`` dict; the spec plus a
+state dict rebuilds it, and :func:`read_checkpoint` loads files with ``torch.load(weights_only=True)``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pickle
+from pathlib import Path
+
+import torch
+from torch import nn
+
+
+class CheckpointError(ValueError):
+    """The checkpoint cannot be used (unsafe, incomplete or not a sciml checkpoint)."""
+
+
+def module_spec(module: nn.Module) -> dict:
+    """``{"class_path", "init_args"}`` of a module that records its constructor arguments in ``config``."""
+    config = getattr(module, "config", None)
+    if config is None:
+        raise CheckpointError(
+            f"{type(module).__name__} keeps no `config` of its constructor arguments, so it cannot be rebuilt"
+        )
+    kind = type(module)
+    return {"class_path": f"{kind.__module__}.{kind.__qualname__}", "init_args": dict(config)}
+
+
+def build_module(spec: dict, source: str | Path) -> nn.Module:
+    """Instantiate ``spec`` (only classes inside the ``sciml`` package); ``source`` names the file in errors."""
+    class_path = spec.get("class_path", "") if isinstance(spec, dict) else ""
+    if not class_path.startswith("sciml."):
+        raise CheckpointError(f"checkpoint '{source}': module class '{class_path}' is outside the sciml package")
+    module_name, _, class_name = class_path.rpartition(".")
+    try:
+        kind = getattr(importlib.import_module(module_name), class_name)
+    except (ImportError, AttributeError) as error:
+        raise CheckpointError(f"checkpoint '{source}': class '{class_path}' does not exist") from error
+    return kind(**spec.get("init_args", {}))
+
+
+def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict:
+    """The dict stored in ``path``, loaded with ``weights_only=True`` (pickled code is refused)."""
+    path = Path(path)
+    if not path.exists():
+        raise CheckpointError(f"checkpoint '{path}' does not exist")
+    try:
+        checkpoint = torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as error:
+        raise CheckpointError(
+            f"checkpoint '{path}' needs arbitrary pickled code to load; refusing it "
+            f"(only weights_only=True checkpoints are accepted): {error}"
+        ) from error
+    except Exception as error:
+        raise CheckpointError(f"checkpoint '{path}' could not be read ({type(error).__name__}: {error})") from error
+    if not isinstance(checkpoint, dict):
+        raise CheckpointError(f"checkpoint '{path}' does not hold a dict (not written by sciml?)")
+    return checkpoint
