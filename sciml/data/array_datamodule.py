@@ -82,11 +82,15 @@ class ArrayDataModule(L.LightningDataModule):
             generator=torch.Generator().manual_seed(self.seed),
         )
 
+    def split_dataloader(self, name: str) -> DataLoader:
+        """Every item of split ``name`` (``"train"``, ``"val"`` or ``"test"``) in order, in evaluation batches."""
+        return DataLoader(self.dataset(name), batch_size=self.eval_batch_size)
+
     def val_dataloader(self) -> DataLoader:
-        return DataLoader(self.dataset("val"), batch_size=self.eval_batch_size)
+        return self.split_dataloader("val")
 
     def test_dataloader(self) -> DataLoader:
-        return DataLoader(self.dataset("test"), batch_size=self.eval_batch_size)
+        return self.split_dataloader("test")
 
 
 def _load_npz(path: Path) -> np.ndarray:

@@ -143,11 +143,15 @@ class AtomsDataModule(L.LightningDataModule):
             generator=torch.Generator().manual_seed(self.seed),
         )
 
+    def split_dataloader(self, name: str) -> DataLoader:
+        """Every item of split ``name`` (``"train"``, ``"val"`` or ``"test"``) in order, in evaluation batches."""
+        return DataLoader(self._dataset(name), batch_size=self.eval_batch_size, num_workers=self.num_workers)
+
     def val_dataloader(self) -> DataLoader:
-        return DataLoader(self._dataset("val"), batch_size=self.eval_batch_size, num_workers=self.num_workers)
+        return self.split_dataloader("val")
 
     def test_dataloader(self) -> DataLoader:
-        return DataLoader(self._dataset("test"), batch_size=self.eval_batch_size, num_workers=self.num_workers)
+        return self.split_dataloader("test")
 
     def predict_dataloader(self) -> DataLoader:
         if self.predict_paths is None:

@@ -1,6 +1,7 @@
-"""Koopman singular functions: pure losses, thin loss modules, encoders."""
+"""Koopman singular functions: pure losses, thin loss modules, encoders and the post-training estimator."""
 
 from sciml.koopman.encoders import MLPEncoder, SinusoidalFeatures
+from sciml.koopman.estimator import KoopmanEstimator
 from sciml.koopman.losses import DPNetLoss, LoRALoss, VAMPLoss
 
-__all__ = ["DPNetLoss", "LoRALoss", "MLPEncoder", "SinusoidalFeatures", "VAMPLoss"]
+__all__ = ["DPNetLoss", "KoopmanEstimator", "LoRALoss", "MLPEncoder", "SinusoidalFeatures", "VAMPLoss"]

@@ -48,6 +48,7 @@ class MLPEncoder(nn.Module):
         harmonics: int = 1,
     ) -> None:
         super().__init__()
+        self.config = {key: value for key, value in locals().items() if key not in ("self", "__class__")}
         if activation not in self.ACTIVATIONS:
             raise ValueError(f"unknown activation '{activation}'; choose one of {sorted(self.ACTIVATIONS)}")
         layers: list[nn.Module] = [SinusoidalFeatures(period, harmonics)] if periodic else []

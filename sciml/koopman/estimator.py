@@ -1,0 +1,239 @@
+"""``KoopmanEstimator``: singular values, eigenvalues, timescales, eigenfunctions, forecasts and scores
+from trained encoders and float64 moments over a dataset (reference/koopman.md §3).
+
+    estimator = KoopmanEstimator.from_checkpoint("last.ckpt", data)      # or .from_module(module).fit(data)
+    estimator.singular_values, estimator.eigenvalues(), estimator.timescales(time_step=5.0)  # e.g. ps
+    estimator.predict(x0, steps=10)                                      # E[x_{t + n lag} | x_t], n = 1..10
+    estimator.score(data.split_dataloader("test"))                       # {"vamp2", "vampe"}
+
+``data`` is a data module (its ``split_dataloader(split)`` is used), an iterable of ``(x, x')``
+batches, or a pair of state tensors ``(X, X')`` of shape (n, d).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cached_property
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from sciml.koopman import linalg
+from sciml.koopman.functional import with_constant
+from sciml.koopman.moments import Moments, accumulate
+from sciml.nn.checkpoint import CheckpointError, build_module, module_spec, read_checkpoint
+
+FORMAT = "sciml.koopman_estimator/1"
+Observable = Callable[[object], torch.Tensor]
+
+
+class KoopmanEstimator:
+    """Post-training analysis of a Koopman model with encoders f (on x) and g (on x').
+
+    Args:
+        encoder_f, encoder_g: trained feature maps (B, ...) -> (B, k - 1); the constant is prepended.
+            ``encoder_g`` defaults to ``encoder_f`` (shared encoders).
+        lagtime: frames between x and x'; timescales are in units of ``lagtime * time_step``.
+        rank_cutoff: relative eigenvalue cutoff of the pseudo-inverses.
+        device: where the encoders run; the moments are float64 on the CPU.
+    """
+
+    def __init__(
+        self,
+        encoder_f: nn.Module,
+        encoder_g: nn.Module | None = None,
+        lagtime: int = 1,
+        rank_cutoff: float = 1e-7,
+        device: str | torch.device = "cpu",
+    ) -> None:
+        self.encoder_f = encoder_f.to(device).eval()
+        self.encoder_g = (encoder_g if encoder_g is not None else encoder_f).to(device).eval()
+        self.lagtime, self.rank_cutoff, self.device = int(lagtime), rank_cutoff, torch.device(device)
+        self.moments: Moments | None = None
+
+    # --- construction ---
+    @classmethod
+    def from_module(cls, module: nn.Module, **kwargs) -> KoopmanEstimator:
+        """From a trained ``KoopmanModule`` (its ``encoder_f``, ``encoder_g`` and ``lagtime``)."""
+        lagtime = getattr(getattr(module, "hparams", {}), "get", lambda *_: 1)("lagtime", 1)
+        return cls(module.encoder_f, module.encoder_g, lagtime=lagtime, **kwargs)
+
+    @classmethod
+    def from_checkpoint(
+        cls, path: str | Path, data, observables: dict[str, Observable] | None = None, split: str = "train", **kwargs
+    ) -> KoopmanEstimator:
+        """Encoders from a ``KoopmanModule`` checkpoint (read with ``weights_only=True``), fitted on ``data``."""
+        checkpoint = read_checkpoint(path)
+        spec = checkpoint.get("sciml_koopman")
+        if not spec:
+            raise CheckpointError(f"checkpoint '{path}' holds no 'sciml_koopman' entry (not a Koopman model?)")
+        encoders = {}
+        for side in ("encoder_f", "encoder_g"):
+            encoders[side] = build_module(spec[side], path)
+            prefix = f"{side}."
+            state = {k[len(prefix) :]: v for k, v in checkpoint["state_dict"].items() if k.startswith(prefix)}
+            encoders[side].load_state_dict(state)
+        estimator = cls(encoders["encoder_f"], encoders["encoder_g"], lagtime=spec["lagtime"], **kwargs)
+        return estimator.fit(data, observables, split)
+
+    # --- fitting ---
+    @torch.no_grad()
+    def features(self, x) -> tuple[torch.Tensor, torch.Tensor]:
+        """(f(x), g(x)), each (B, k) float64 on the CPU, constant first."""
+        x = x.to(self.device)
+        return (
+            with_constant(self.encoder_f(x)).to("cpu", torch.float64),
+            with_constant(self.encoder_g(x)).to("cpu", torch.float64),
+        )
+
+    def _pairs(self, data, split: str = "train"):
+        if hasattr(data, "split_dataloader"):
+            return data.split_dataloader(split)
+        if isinstance(data, tuple | list) and len(data) == 2 and isinstance(data[0], torch.Tensor):
+            return zip(torch.split(data[0], 4096), torch.split(data[1], 4096), strict=True)
+        return data
+
+    def _accumulate(self, data, observables: dict[str, Observable] | None, split: str) -> Moments:
+        pairs = self._pairs(data, split)
+        if iter(pairs) is pairs:  # a one-shot iterator: keep its batches to look at the first
+            pairs = list(pairs)
+        observables = dict(observables or {})
+        first = next(iter(pairs), None)
+        if isinstance(first, tuple | list) and isinstance(first[0], torch.Tensor):
+            observables.setdefault("state", lambda x: x.flatten(1))
+        with torch.no_grad():
+            return accumulate(
+                pairs, lambda x: self.features(x)[0], lambda x: self.features(x)[1], _cpu(observables)
+            )
+
+    def fit(self, data, observables: dict[str, Observable] | None = None, split: str = "train") -> KoopmanEstimator:
+        """Accumulate float64 moments over ``data`` (for a data module: its ``split`` split).
+
+        ``observables`` maps names to functions of a batch of states -> (B,) or (B, d); for array states
+        the state itself is added as ``"state"``.
+        """
+        self.moments = self._accumulate(data, observables, split)
+        for name in ("analysis", "koopman_matrix", "_eig"):
+            self.__dict__.pop(name, None)
+        return self
+
+    def _moment(self, key: str) -> torch.Tensor:
+        if self.moments is None:
+            raise RuntimeError("the estimator is not fitted: call fit(data) first")
+        return self.moments.mean(key)
+
+    # --- spectral analysis ---
+    @cached_property
+    def analysis(self) -> linalg.CCA:
+        return linalg.cca(self._moment("ff_00"), self._moment("gg_11"), self._moment("fg_01"), self.rank_cutoff)
+
+    @property
+    def singular_values(self) -> torch.Tensor:
+        """(k,) Koopman singular values, descending (the first, the constant pair, is 1)."""
+        return self.analysis.singular_values
+
+    @cached_property
+    def koopman_matrix(self) -> torch.Tensor:
+        """(k, k) aligned Koopman matrix A_g E[g(x') f(x')^T] A_f^T."""
+        return linalg.aligned_koopman_matrix(self.analysis, self._moment("gf_11"))
+
+    @cached_property
+    def _eig(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return linalg.sorted_eig(self.koopman_matrix)
+
+    def eigenvalues(self) -> torch.Tensor:
+        """(k,) complex eigenvalues of the aligned Koopman matrix, sorted by |lambda| descending."""
+        return self._eig[0]
+
+    def timescales(self, time_step: float = 1.0) -> torch.Tensor:
+        """(k,) implied timescales -lagtime * time_step / ln|lambda| (inf for |lambda| >= 1), same order."""
+        modulus = self.eigenvalues().abs().clamp_max(1.0)
+        return -self.lagtime * time_step / torch.log(modulus)
+
+    def singular_functions(self, x) -> tuple[torch.Tensor, torch.Tensor]:
+        """Orthonormal left and right singular functions at states ``x``: two (B, k) tensors."""
+        f, g = self.features(x)
+        return f @ self.analysis.left.T, g @ self.analysis.right.T
+
+    def eigenfunctions(self, x) -> torch.Tensor:
+        """(B, k) complex right eigenfunctions xi_i(x) = phi(x)^T w_i, in the order of ``eigenvalues()``."""
+        phi = self.features(x)[0] @ self.analysis.aligned_left.T
+        return phi.to(torch.complex128) @ self._eig[1]
+
+    def edmd(self, basis: str = "f") -> torch.Tensor:
+        """(k, k) EDMD matrix on the learned basis ``"f"`` or ``"g"``: M_b^+ E[b(x) b(x')^T]."""
+        if basis not in ("f", "g"):
+            raise ValueError(f"basis must be 'f' or 'g', got '{basis}'")
+        key = "ff" if basis == "f" else "gg"
+        return linalg.edmd_matrix(self._moment(f"{key}_00"), self._moment(f"{key}_01"), self.rank_cutoff)
+
+    # --- forecasting ---
+    def predict(self, x0, steps: int = 1, observable: str = "state", method: str = "cca") -> torch.Tensor:
+        """Forecasts E[h(x_{n lag}) | x_0] for n = 1..steps: (B, steps, d) float64.
+
+        ``method="cca"``: phi(x_0)^T K^{n-1} A_g E[g h^T]; ``"edmd_f"``/``"edmd_g"``: b(x_0)^T K_b^n P_b with
+        the least-squares decoder P_b = M_b^+ E[b h^T]. ``observable`` names one given to :meth:`fit`.
+        """
+        f, g = self.features(x0)
+        if method == "cca":  # phi(x_0)^T K^{n-1} C_h
+            state, step = f @ self.analysis.aligned_left.T, self.koopman_matrix
+            decoder = self.analysis.aligned_right @ self._moment(f"gh_11:{observable}")
+        elif method in ("edmd_f", "edmd_g"):  # b(x_0)^T K_b^n P_b
+            basis = method[-1]
+            step = self.edmd(basis)
+            state = (f if basis == "f" else g) @ step
+            m_b = self._moment("ff_00" if basis == "f" else "gg_00")
+            decoder = linalg.pseudo_inverse(m_b, self.rank_cutoff) @ self._moment(f"{basis}h_00:{observable}")
+        else:
+            raise ValueError(f"unknown method '{method}'; choose 'cca', 'edmd_f' or 'edmd_g'")
+        forecasts = []
+        for _ in range(steps):
+            forecasts.append(state @ decoder)
+            state = state @ step
+        return torch.stack(forecasts, dim=1)
+
+    # --- scores ---
+    def score(self, data, split: str = "test") -> dict[str, float]:
+        """VAMP-2 and VAMP-E of held-out pairs projected on this (training) CCA."""
+        held_out = self._accumulate(data, {}, split)
+        return linalg.projected_vamp_scores(
+            self.analysis, held_out.mean("ff_00"), held_out.mean("fg_01"), held_out.mean("gg_11"), self.rank_cutoff
+        )
+
+    # --- persistence ---
+    def save(self, path: str | Path) -> None:
+        """Encoders (spec + weights), lag and moments in one file that loads with ``weights_only=True``."""
+        if self.moments is None:
+            raise RuntimeError("the estimator is not fitted: nothing to save")
+        torch.save(
+            {
+                "format": FORMAT,
+                "lagtime": self.lagtime,
+                "rank_cutoff": self.rank_cutoff,
+                "encoders": {
+                    side: {"spec": module_spec(encoder), "state_dict": encoder.state_dict()}
+                    for side, encoder in (("f", self.encoder_f), ("g", self.encoder_g))
+                },
+                "moments": self.moments.state_dict(),
+            },
+            path,
+        )
+
+    @classmethod
+    def load(cls, path: str | Path, device: str | torch.device = "cpu") -> KoopmanEstimator:
+        state = read_checkpoint(path)
+        if state.get("format") != FORMAT:
+            raise CheckpointError(f"file '{path}' is not a saved KoopmanEstimator (format {state.get('format')!r})")
+        encoders = {}
+        for side, entry in state["encoders"].items():
+            encoders[side] = build_module(entry["spec"], path)
+            encoders[side].load_state_dict(entry["state_dict"])
+        estimator = cls(encoders["f"], encoders["g"], state["lagtime"], state["rank_cutoff"], device)
+        estimator.moments = Moments.from_state_dict(state["moments"])
+        return estimator
+
+
+def _cpu(observables: dict[str, Observable]) -> dict[str, Observable]:
+    return {name: (lambda x, h=h: torch.as_tensor(h(x)).to("cpu", torch.float64)) for name, h in observables.items()}
+
