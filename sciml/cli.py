@@ -7,7 +7,9 @@ the configs or on the command line:
 - potentials (:class:`~sciml.training.PotentialModule`): ``data.cutoff``, ``data.species``,
   ``data.energy_reference`` and ``data.force_rms`` -> ``model.model.{cutoff, species, energy_reference,
   energy_scale}`` (computed from the training split when the data module is built);
-- Koopman models (:class:`~sciml.training.KoopmanModule`): ``data.lagtime -> model.lagtime``.
+- Koopman models (:class:`~sciml.training.KoopmanModule`): ``data.lagtime -> model.lagtime``; on
+  molecular data (:class:`~sciml.data.AtomsDataModule`) also ``data.species``, ``data.cutoff`` ->
+  ``model.encoder.{species, cutoff}`` (a :class:`~sciml.koopman.MolecularEncoder`).
 """
 
 from __future__ import annotations
@@ -25,13 +27,15 @@ POTENTIAL_LINKS = {
     "energy_reference": lambda data: data.energy_reference,
     "energy_scale": lambda data: data.force_rms,
 }
+MOLECULAR_ENCODER_LINKS = {"species": lambda data: data.species, "cutoff": lambda data: data.cutoff}
 
 
 class SciMLCLI(LightningCLI):
-    """LightningCLI with sciml's argument links for the model family ``family`` ("potential", "koopman")."""
+    """LightningCLI with sciml's argument links for the model family ``family`` ("potential", "koopman");
+    ``molecular``: the data are atoms (their species and cutoff go into a Koopman model's encoder)."""
 
-    def __init__(self, *args, family: str | None = None, **kwargs) -> None:
-        self.family = family
+    def __init__(self, *args, family: str | None = None, molecular: bool = False, **kwargs) -> None:
+        self.family, self.molecular = family, molecular
         super().__init__(*args, **kwargs)
 
     def add_arguments_to_parser(self, parser) -> None:
@@ -42,11 +46,17 @@ class SciMLCLI(LightningCLI):
                 )
         elif self.family == "koopman":
             parser.link_arguments("data.init_args.lagtime", "model.init_args.lagtime", apply_on="instantiate")
+            if self.molecular:
+                for name, compute in MOLECULAR_ENCODER_LINKS.items():
+                    parser.link_arguments(
+                        "data", f"model.init_args.encoder.init_args.{name}", compute_fn=compute, apply_on="instantiate"
+                    )
 
 
-def model_family(args: list[str]) -> str | None:
-    """The family of the model class named by ``--config`` files or ``--model`` in ``args`` (last wins)."""
-    class_path = None
+def config_classes(args: list[str]) -> dict[str, str]:
+    """The ``model`` and ``data`` class paths named by ``--config`` files or ``--model``/``--data`` in ``args``
+    (later ones win)."""
+    classes: dict[str, str] = {}
     for k, arg in enumerate(args):
         key, _, value = arg.partition("=")
         if not value and k + 1 < len(args):
@@ -54,13 +64,22 @@ def model_family(args: list[str]) -> str | None:
         if key == "--config":
             try:
                 with open(value) as handle:
-                    model = (yaml.safe_load(handle) or {}).get("model")
-            except (OSError, yaml.YAMLError, AttributeError):
+                    config = yaml.safe_load(handle) or {}
+            except (OSError, yaml.YAMLError):
                 continue  # LightningCLI reports unreadable configs itself
-            class_path = (model.get("class_path") if isinstance(model, dict) else model) or class_path
-        elif key in ("--model", "--model.class_path"):
-            class_path = value
-    return _family_of(class_path)
+            for section in ("model", "data"):
+                entry = config.get(section) if isinstance(config, dict) else None
+                class_path = entry.get("class_path") if isinstance(entry, dict) else entry
+                if isinstance(class_path, str):
+                    classes[section] = class_path
+        elif key in ("--model", "--model.class_path", "--data", "--data.class_path"):
+            classes[key[2:].split(".")[0]] = value
+    return classes
+
+
+def model_family(args: list[str]) -> str | None:
+    """The family ("potential", "koopman" or None) of the model class named in ``args``."""
+    return _family_of(config_classes(args).get("model"))
 
 
 def _family_of(class_path: str | None) -> str | None:
@@ -87,12 +106,15 @@ def main(args: list[str] | None = None) -> None:
 
 def run(args: list[str] | None = None) -> SciMLCLI:
     """Run the CLI on ``args`` (default: ``sys.argv``) and return it, with its trainer, model and data."""
+    args_list = list(sys.argv[1:] if args is None else args)
+    classes = config_classes(args_list)
     return SciMLCLI(
         L.LightningModule,
         L.LightningDataModule,
         subclass_mode_model=True,
         subclass_mode_data=True,
         save_config_kwargs={"overwrite": True},
-        family=model_family(list(sys.argv[1:] if args is None else args)),
+        family=_family_of(classes.get("model")),
+        molecular=classes.get("data", "").rpartition(".")[2] == "AtomsDataModule",
         args=args,
     )

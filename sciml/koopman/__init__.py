@@ -3,5 +3,14 @@
 from sciml.koopman.encoders import MLPEncoder, SinusoidalFeatures
 from sciml.koopman.estimator import KoopmanEstimator
 from sciml.koopman.losses import DPNetLoss, LoRALoss, VAMPLoss
+from sciml.koopman.molecular import MolecularEncoder
 
-__all__ = ["DPNetLoss", "KoopmanEstimator", "LoRALoss", "MLPEncoder", "SinusoidalFeatures", "VAMPLoss"]
+__all__ = [
+    "DPNetLoss",
+    "KoopmanEstimator",
+    "LoRALoss",
+    "MLPEncoder",
+    "MolecularEncoder",
+    "SinusoidalFeatures",
+    "VAMPLoss",
+]

@@ -103,9 +103,7 @@ class KoopmanEstimator:
         if isinstance(first, tuple | list) and isinstance(first[0], torch.Tensor):
             observables.setdefault("state", lambda x: x.flatten(1))
         with torch.no_grad():
-            return accumulate(
-                pairs, lambda x: self.features(x)[0], lambda x: self.features(x)[1], _cpu(observables)
-            )
+            return accumulate(pairs, lambda x: self.features(x)[0], lambda x: self.features(x)[1], _cpu(observables))
 
     def fit(self, data, observables: dict[str, Observable] | None = None, split: str = "train") -> KoopmanEstimator:
         """Accumulate float64 moments over ``data`` (for a data module: its ``split`` split).
@@ -236,4 +234,3 @@ class KoopmanEstimator:
 
 def _cpu(observables: dict[str, Observable]) -> dict[str, Observable]:
     return {name: (lambda x, h=h: torch.as_tensor(h(x)).to("cpu", torch.float64)) for name, h in observables.items()}
-

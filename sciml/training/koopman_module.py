@@ -11,6 +11,7 @@ from torch import nn
 
 from sciml.koopman.functional import with_constant
 from sciml.koopman.losses import LoRALoss
+from sciml.nn.checkpoint import module_spec
 
 
 class KoopmanModule(L.LightningModule):
@@ -27,6 +28,8 @@ class KoopmanModule(L.LightningModule):
         loss: a module ``(f, g) -> scalar``; default nested LoRA (joint nesting, U-statistic).
         optimizer: optimizer factory, e.g. ``torch.optim.Adam`` with ``lr``.
         lagtime: lag in frames, recorded in the checkpoint (linked from the data module).
+
+    Logged: ``train/loss``, ``val/loss``, ``test/loss``.
     """
 
     def __init__(
@@ -77,6 +80,14 @@ class KoopmanModule(L.LightningModule):
 
     def configure_optimizers(self):
         return self.optimizer_factory(self.parameters())
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        """Store ``sciml_koopman = {encoder_f, encoder_g: {class_path, init_args}, lagtime}`` so that
+        :meth:`sciml.koopman.KoopmanEstimator.from_checkpoint` rebuilds the encoders without pickled code."""
+        encoders = {"encoder_f": self.encoder_f, "encoder_g": self.encoder_g}
+        if all(getattr(encoder, "config", None) is not None for encoder in encoders.values()):
+            checkpoint["sciml_koopman"] = {side: module_spec(encoder) for side, encoder in encoders.items()}
+            checkpoint["sciml_koopman"]["lagtime"] = self.hparams.lagtime
 
 
 def _fresh_copy(module: nn.Module) -> nn.Module:

@@ -89,10 +89,11 @@ class NoisyLogisticMap(StochasticSystem):
     def simulate(self, n_steps: int, seed: int = 0, n_trajectories: int = 1) -> np.ndarray:
         rng = np.random.default_rng(seed)
         x = rng.random(n_trajectories)
-        for _ in range(100):  # burn-in towards the invariant law
-            x = np.mod(self.map(x) + self.sample_noise(rng, x.shape), 1.0)
+        noise = self.sample_noise(rng, (100 + n_steps, n_trajectories))  # iid, independent of the state
+        for t in range(100):  # burn-in towards the invariant law
+            x = np.mod(self.map(x) + noise[t], 1.0)
         out = np.empty((n_trajectories, n_steps, 1))
         for t in range(n_steps):
             out[:, t, 0] = x
-            x = np.mod(self.map(x) + self.sample_noise(rng, x.shape), 1.0)
+            x = np.mod(self.map(x) + noise[100 + t], 1.0)
         return out

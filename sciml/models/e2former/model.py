@@ -90,7 +90,9 @@ class E2Former(nn.Module):
             raise ValueError(f"atomic numbers {unknown} are not among the model's species {self.species}")
         return indices
 
-    def forward(self, batch) -> dict[str, torch.Tensor]:
+    def embed(self, batch) -> torch.Tensor:
+        """Per-atom equivariant features after the last block and norm: (N, (lmax + 1)^2, C); the l = 0
+        slice ``[:, 0]`` is invariant under rotations, translations and permutations of equal atoms."""
         species = self.species_indices(batch.numbers)
         n_structures = batch.cell.shape[0]
         context = GraphContext.build(
@@ -115,7 +117,12 @@ class E2Former(nn.Module):
         x = torch.cat([x[:, :1] + self.atom_embedding(species)[:, None], x[:, 1:]], dim=1)
         for block in self.blocks:
             x = block(x, edge_features, envelope, context)
-        x = self.final_norm(x)
+        return self.final_norm(x)
+
+    def forward(self, batch) -> dict[str, torch.Tensor]:
+        species = self.species_indices(batch.numbers)
+        n_structures = batch.cell.shape[0]
+        x = self.embed(batch)
         energies = self.energy_head(x[:, 0]).squeeze(-1) * self.energy_scale + self.energy_reference[species]
         energy = energies.new_zeros(n_structures).index_add(0, batch.batch, energies)
         outputs = {"energy": energy, "energies": energies, "features": x}

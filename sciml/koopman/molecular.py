@@ -1,0 +1,67 @@
+"""``MolecularEncoder``: the E2Former backbone pooled to invariant per-structure features, for Koopman
+models of molecular trajectories (same kernels as the potentials)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from sciml.models.e2former import E2Former
+from sciml.nn.mlp import MLP
+
+
+class MolecularEncoder(nn.Module):
+    """Graph batch (B structures) -> (B, output_dim) functions invariant under rotations, translations
+    and permutations of equal atoms.
+
+    The l = 0 channels of E2Former's last-layer features (N, C) are mean- or sum-pooled per structure and
+    mapped by an MLP. ``species`` and ``cutoff`` (Å) are linked from the data module by ``sciml fit``.
+
+    Args:
+        species: atomic numbers. cutoff: neighbour radius in Å. output_dim: learned functions (k - 1).
+        channels, lmax, layers, heads, radial_basis, avg_neighbours, backend: E2Former backbone settings.
+        hidden: widths of the MLP head. pooling: ``"mean"`` or ``"sum"`` over the atoms of a structure.
+    """
+
+    def __init__(
+        self,
+        species: list[int],
+        cutoff: float,
+        output_dim: int,
+        channels: int = 32,
+        lmax: int = 2,
+        layers: int = 2,
+        heads: int = 4,
+        radial_basis: int = 16,
+        avg_neighbours: float = 16.0,
+        hidden: tuple[int, ...] = (64,),
+        pooling: str = "mean",
+        backend: str = "auto",
+    ) -> None:
+        super().__init__()
+        self.config = {key: value for key, value in locals().items() if key not in ("self", "__class__")}
+        if pooling not in ("mean", "sum"):
+            raise ValueError(f"pooling must be 'mean' or 'sum', got '{pooling}'")
+        self.pooling, self.output_dim = pooling, output_dim
+        self.backbone = E2Former(
+            species,
+            cutoff,
+            channels,
+            lmax,
+            layers,
+            heads,
+            radial_basis=radial_basis,
+            avg_neighbours=avg_neighbours,
+            backend=backend,
+        )
+        self.backbone.energy_head.requires_grad_(False)  # the energy readout is not used here
+        self.head = MLP((channels, *hidden, output_dim))
+
+    def forward(self, batch) -> torch.Tensor:
+        invariants = self.backbone.embed(batch)[:, 0]  # (N, C): the l = 0 channels
+        n_structures = batch.cell.shape[0]
+        pooled = invariants.new_zeros(n_structures, invariants.shape[1]).index_add(0, batch.batch, invariants)
+        if self.pooling == "mean":
+            counts = torch.bincount(batch.batch, minlength=n_structures).clamp_min(1)
+            pooled = pooled / counts[:, None].to(pooled.dtype)
+        return self.head(pooled)
