@@ -42,7 +42,7 @@ class KoopmanModule(L.LightningModule):
         lagtime: int = 1,
     ) -> None:
         super().__init__()
-        self.save_hyperparameters()
+        self.save_hyperparameters(ignore=["encoder", "encoder_g", "loss", "optimizer"])  # weights_only-loadable
         self.encoder_f = encoder
         if share_encoders:
             self.encoder_g = encoder
@@ -68,15 +68,15 @@ class KoopmanModule(L.LightningModule):
 
     def training_step(self, batch, batch_idx: int) -> torch.Tensor:
         loss = self._loss(batch)
-        self.log("train/loss", loss, prog_bar=True, batch_size=len(batch[0]))
+        self.log("train/loss", loss, prog_bar=True, batch_size=_batch_size(batch))
         world = self.trainer.world_size if self.trainer is not None else 1
         return loss * world
 
     def validation_step(self, batch, batch_idx: int) -> None:
-        self.log("val/loss", self._loss(batch), prog_bar=True, sync_dist=True)
+        self.log("val/loss", self._loss(batch), prog_bar=True, sync_dist=True, batch_size=_batch_size(batch))
 
     def test_step(self, batch, batch_idx: int) -> None:
-        self.log("test/loss", self._loss(batch), sync_dist=True)
+        self.log("test/loss", self._loss(batch), sync_dist=True, batch_size=_batch_size(batch))
 
     def configure_optimizers(self):
         return self.optimizer_factory(self.parameters())
@@ -96,3 +96,9 @@ def _fresh_copy(module: nn.Module) -> nn.Module:
         if hasattr(child, "reset_parameters"):
             child.reset_parameters()
     return twin
+
+
+def _batch_size(batch) -> int:
+    """Pairs in a batch ``(x_t, x_lag)`` of state tensors or of graph batches."""
+    first = batch[0]
+    return int(first.num_graphs) if hasattr(first, "num_graphs") else int(first.shape[0])

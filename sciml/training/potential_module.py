@@ -47,7 +47,7 @@ class PotentialModule(L.LightningModule):
         super().__init__()
         if loss not in ("mse", "huber"):
             raise ValueError(f"loss must be 'mse' or 'huber', got '{loss}'")
-        self.save_hyperparameters(ignore=["model"])
+        self.save_hyperparameters(ignore=["model", "optimizer", "scheduler"])  # weights_only-loadable
         self.model = model
         self.direct_forces = direct_forces
         self.potential = ForceStressOutput(model, direct_forces)
