@@ -36,6 +36,9 @@ class KoopmanEstimator:
             ``encoder_g`` defaults to ``encoder_f`` (shared encoders).
         lagtime: frames between x and x'; timescales are in units of ``lagtime * time_step``.
         rank_cutoff: relative eigenvalue cutoff of the pseudo-inverses.
+        rank: singular triplets kept in the Koopman matrix (eigenvalues, eigenfunctions, timescales, CCA
+            forecasts); default all k. The small singular values of a non-normal operator are the noisiest
+            and can move its eigenvalues: ``rank`` truncates them (``singular_values`` keeps all k).
         device: where the encoders run; the moments are float64 on the CPU.
     """
 
@@ -46,10 +49,12 @@ class KoopmanEstimator:
         lagtime: int = 1,
         rank_cutoff: float = 1e-7,
         device: str | torch.device = "cpu",
+        rank: int | None = None,
     ) -> None:
         self.encoder_f = encoder_f.to(device).eval()
         self.encoder_g = (encoder_g if encoder_g is not None else encoder_f).to(device).eval()
         self.lagtime, self.rank_cutoff, self.device = int(lagtime), rank_cutoff, torch.device(device)
+        self.rank = rank
         self.moments: Moments | None = None
 
     # --- construction ---
@@ -112,7 +117,7 @@ class KoopmanEstimator:
         the state itself is added as ``"state"``.
         """
         self.moments = self._accumulate(data, observables, split)
-        for name in ("analysis", "koopman_matrix", "_eig"):
+        for name in ("analysis", "_truncated", "koopman_matrix", "_eig"):
             self.__dict__.pop(name, None)
         return self
 
@@ -126,6 +131,11 @@ class KoopmanEstimator:
     def analysis(self) -> linalg.CCA:
         return linalg.cca(self._moment("ff_00"), self._moment("gg_11"), self._moment("fg_01"), self.rank_cutoff)
 
+    @cached_property
+    def _truncated(self) -> linalg.CCA:
+        a, r = self.analysis, self.rank
+        return a if r is None else linalg.CCA(a.singular_values[:r], a.left[:r], a.right[:r])
+
     @property
     def singular_values(self) -> torch.Tensor:
         """(k,) Koopman singular values, descending (the first, the constant pair, is 1)."""
@@ -133,19 +143,19 @@ class KoopmanEstimator:
 
     @cached_property
     def koopman_matrix(self) -> torch.Tensor:
-        """(k, k) aligned Koopman matrix A_g E[g(x') f(x')^T] A_f^T."""
-        return linalg.aligned_koopman_matrix(self.analysis, self._moment("gf_11"))
+        """(r, r) aligned Koopman matrix A_g E[g(x') f(x')^T] A_f^T (r = ``rank`` or k)."""
+        return linalg.aligned_koopman_matrix(self._truncated, self._moment("gf_11"))
 
     @cached_property
     def _eig(self) -> tuple[torch.Tensor, torch.Tensor]:
         return linalg.sorted_eig(self.koopman_matrix)
 
     def eigenvalues(self) -> torch.Tensor:
-        """(k,) complex eigenvalues of the aligned Koopman matrix, sorted by |lambda| descending."""
+        """(r,) complex eigenvalues (r = ``rank`` or k) of the aligned Koopman matrix, sorted by |lambda| descending."""
         return self._eig[0]
 
     def timescales(self, time_step: float = 1.0) -> torch.Tensor:
-        """(k,) implied timescales -lagtime * time_step / ln|lambda| (inf for |lambda| >= 1), same order."""
+        """(r,) implied timescales -lagtime * time_step / ln|lambda| (inf for |lambda| >= 1), same order."""
         modulus = self.eigenvalues().abs().clamp_max(1.0)
         return -self.lagtime * time_step / torch.log(modulus)
 
@@ -155,8 +165,8 @@ class KoopmanEstimator:
         return f @ self.analysis.left.T, g @ self.analysis.right.T
 
     def eigenfunctions(self, x) -> torch.Tensor:
-        """(B, k) complex right eigenfunctions xi_i(x) = phi(x)^T w_i, in the order of ``eigenvalues()``."""
-        phi = self.features(x)[0] @ self.analysis.aligned_left.T
+        """(B, r) complex right eigenfunctions xi_i(x) = phi(x)^T w_i, in the order of ``eigenvalues()``."""
+        phi = self.features(x)[0] @ self._truncated.aligned_left.T
         return phi.to(torch.complex128) @ self._eig[1]
 
     def edmd(self, basis: str = "f") -> torch.Tensor:
@@ -175,8 +185,8 @@ class KoopmanEstimator:
         """
         f, g = self.features(x0)
         if method == "cca":  # phi(x_0)^T K^{n-1} C_h
-            state, step = f @ self.analysis.aligned_left.T, self.koopman_matrix
-            decoder = self.analysis.aligned_right @ self._moment(f"gh_11:{observable}")
+            state, step = f @ self._truncated.aligned_left.T, self.koopman_matrix
+            decoder = self._truncated.aligned_right @ self._moment(f"gh_11:{observable}")
         elif method in ("edmd_f", "edmd_g"):  # b(x_0)^T K_b^n P_b
             basis = method[-1]
             step = self.edmd(basis)
@@ -199,6 +209,15 @@ class KoopmanEstimator:
             self.analysis, held_out.mean("ff_00"), held_out.mean("fg_01"), held_out.mean("gg_11"), self.rank_cutoff
         )
 
+    def held_out_singular_values(self, data, split: str = "test") -> torch.Tensor:
+        """(k,) correlations of the training singular-function pairs on held-out pairs,
+        diag(C01) / sqrt(diag(C00) diag(C11)): free of the upward bias of an in-sample CCA with many
+        functions (the order is that of ``singular_values``)."""
+        held_out = self._accumulate(data, {}, split)
+        return linalg.held_out_correlations(
+            self.analysis, held_out.mean("ff_00"), held_out.mean("fg_01"), held_out.mean("gg_11")
+        )
+
     # --- persistence ---
     def save(self, path: str | Path) -> None:
         """Encoders (spec + weights), lag and moments in one file that loads with ``weights_only=True``."""
@@ -209,6 +228,7 @@ class KoopmanEstimator:
                 "format": FORMAT,
                 "lagtime": self.lagtime,
                 "rank_cutoff": self.rank_cutoff,
+                "rank": self.rank,
                 "encoders": {
                     side: {"spec": module_spec(encoder), "state_dict": encoder.state_dict()}
                     for side, encoder in (("f", self.encoder_f), ("g", self.encoder_g))
@@ -227,7 +247,7 @@ class KoopmanEstimator:
         for side, entry in state["encoders"].items():
             encoders[side] = build_module(entry["spec"], path)
             encoders[side].load_state_dict(entry["state_dict"])
-        estimator = cls(encoders["f"], encoders["g"], state["lagtime"], state["rank_cutoff"], device)
+        estimator = cls(encoders["f"], encoders["g"], state["lagtime"], state["rank_cutoff"], device, state.get("rank"))
         estimator.moments = Moments.from_state_dict(state["moments"])
         return estimator
 

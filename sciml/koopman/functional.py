@@ -38,17 +38,14 @@ def nesting_weights(k: int, nesting: str | None, like: torch.Tensor) -> tuple[to
     raise ValueError(f"unknown nesting '{nesting}'; choose one of {NESTINGS}")
 
 
-def outer_products(f: torch.Tensor, sequential: bool = False) -> torch.Tensor:
-    """Per-sample outer products f_b f_b^T, (B, k, k). With ``sequential`` the entry (l, m), l != m,
-    carries gradient only to the higher-index function max(l, m)."""
-    full = f[:, :, None] * f[:, None, :]
+def second_moment(f: torch.Tensor, sequential: bool = False) -> torch.Tensor:
+    """Sum of outer products sum_b f_b f_b^T, (k, k), by one matrix product (O(B k^2)). With ``sequential``
+    the entry (l, m), l != m, carries gradient only to the higher-index function max(l, m)."""
     if not sequential:
-        return full
-    to_row = f[:, :, None] * f.detach()[:, None, :]  # (l, m) -> gradient to f_l
-    k = f.shape[1]
-    lower = torch.tril(torch.ones(k, k, dtype=torch.bool, device=f.device), -1)
-    upper = lower.T
-    return torch.where(lower, to_row, torch.where(upper, to_row.transpose(1, 2), full))
+        return f.T @ f
+    to_first = f.T @ f.detach()  # (l, m) = sum_b f_bl sg(f_bm): gradient to f_l
+    full_diagonal = torch.diag((f * f).sum(0))
+    return torch.tril(to_first, -1) + torch.triu(to_first.T, 1) + full_diagonal
 
 
 def moments(f: torch.Tensor, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -69,22 +66,21 @@ def lora_loss(f: torch.Tensor, g: torch.Tensor, nesting: str | None = "jnt", est
     v, weights = nesting_weights(k, nesting, f)
     correlation = (f * g).mean(0) @ v
     sequential = nesting == "seq"
-    outer_f, outer_g = outer_products(f, sequential), outer_products(g, sequential)
     if estimator == "plugin":
-        quadratic = (weights * outer_f.mean(0) * outer_g.mean(0)).sum()
-    elif estimator == "ustat":
+        quadratic = (weights * second_moment(f, sequential) * second_moment(g, sequential)).sum() / b**2
+    elif estimator == "ustat":  # drop the i = j terms: sum_b sum_lm W_lm (f_bl g_bl)(f_bm g_bm)
         if b < 2:
             raise ValueError("the U-statistic needs a batch of at least 2 pairs")
-        total = (weights * outer_f.sum(0) * outer_g.sum(0)).sum()
-        diagonal = (weights * outer_f * outer_g).sum()
+        total = (weights * second_moment(f, sequential) * second_moment(g, sequential)).sum()
+        diagonal = (weights * second_moment(f * g, sequential)).sum()
         quadratic = (total - diagonal) / (b * (b - 1))
     elif estimator == "split":
         half = b // 2
         if half < 1:
             raise ValueError("the split estimator needs a batch of at least 2 pairs")
-        f1, f2 = outer_f[:half].mean(0), outer_f[half : 2 * half].mean(0)
-        g1, g2 = outer_g[:half].mean(0), outer_g[half : 2 * half].mean(0)
-        quadratic = 0.5 * (weights * (f1 * g2 + f2 * g1)).sum()
+        f1, f2 = second_moment(f[:half], sequential), second_moment(f[half : 2 * half], sequential)
+        g1, g2 = second_moment(g[:half], sequential), second_moment(g[half : 2 * half], sequential)
+        quadratic = 0.5 * (weights * (f1 * g2 + f2 * g1)).sum() / half**2
     else:
         raise ValueError(f"unknown estimator '{estimator}'; choose one of {ESTIMATORS}")
     return -2 * correlation + quadratic

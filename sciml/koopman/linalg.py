@@ -75,6 +75,18 @@ def sorted_eig(matrix: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return values[order], vectors[:, order]
 
 
+def _projected(analysis: CCA, m_00, m_01, m_11) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    left, right = analysis.left, analysis.right
+    return left @ m_00 @ left.T, left @ m_01 @ right.T, right @ m_11 @ right.T
+
+
+def held_out_correlations(analysis: CCA, m_00: torch.Tensor, m_01: torch.Tensor, m_11: torch.Tensor) -> torch.Tensor:
+    """(k,) correlation of each training canonical pair on held-out moments: diag(C01) / sqrt(C00_ii C11_ii)."""
+    c00, c01, c11 = _projected(analysis, m_00, m_01, m_11)
+    scale = (c00.diagonal() * c11.diagonal()).clamp_min(torch.finfo(c00.dtype).tiny).sqrt()
+    return (c01.diagonal() / scale).clamp(0.0, 1.0 - 1e-7)
+
+
 def projected_vamp_scores(
     analysis: CCA, m_00: torch.Tensor, m_01: torch.Tensor, m_11: torch.Tensor, rank_cutoff: float = 1e-7
 ) -> dict[str, float]:
@@ -85,8 +97,8 @@ def projected_vamp_scores(
     VAMP-E = 2 tr(S C01) - tr(S C00 S C11) (minus the LoRA loss of the fixed rank-k operator; at most
     sum_{i<=k} sigma_i^2, can be negative).
     """
-    left, right, s = analysis.left, analysis.right, torch.diag(analysis.singular_values)
-    c00, c01, c11 = left @ m_00 @ left.T, left @ m_01 @ right.T, right @ m_11 @ right.T
+    s = torch.diag(analysis.singular_values)
+    c00, c01, c11 = _projected(analysis, m_00, m_01, m_11)
     whitened = inverse_sqrt(c00, rank_cutoff) @ c01 @ inverse_sqrt(c11, rank_cutoff)
     vamp_e = 2 * torch.trace(s @ c01) - torch.trace(s @ c00 @ s @ c11)
     return {"vamp2": float((whitened**2).sum()), "vampe": float(vamp_e)}

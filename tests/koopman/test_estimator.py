@@ -122,3 +122,13 @@ def test_datamodule_fit_save_load_round_trip(tmp_path):
         KoopmanEstimator(HermiteFeatures(1.0, 2)).fit(pairs(OrnsteinUhlenbeck(), 100, 0)).save(tmp_path / "x.pt")
     with pytest.raises(KeyError, match="moment 'gh_11:phi' was not accumulated"):
         estimator.predict(x0, 1, observable="phi")
+
+
+def test_rank_truncates_the_koopman_matrix_only(ou):
+    system, estimator = ou
+    truncated = KoopmanEstimator(estimator.encoder_f, rank=3)
+    truncated.moments = estimator.moments
+    assert torch.equal(truncated.singular_values, estimator.singular_values)
+    assert truncated.koopman_matrix.shape == (3, 3) and truncated.eigenvalues().shape == (3,)
+    assert torch.allclose(truncated.eigenvalues().real, estimator.eigenvalues().real[:3], atol=0.01)
+    assert truncated.predict(torch.zeros(2, 1), 2).shape == (2, 2, 1)
