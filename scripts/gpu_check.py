@@ -26,7 +26,7 @@ def max_errors(function_reference, function_kernel, inputs, probe) -> list[float
         return [out, *first, *second]
 
     return [
-        float((a - b).abs().max())
+        float((a - b).detach().abs().max())
         for a, b in zip(derivatives(function_reference), derivatives(function_kernel), strict=True)
     ]
 

@@ -87,10 +87,9 @@ class KoopmanEstimator:
     def features(self, x) -> tuple[torch.Tensor, torch.Tensor]:
         """(f(x), g(x)), each (B, k) float64 on the CPU, constant first."""
         x = x.to(self.device)
-        return (
-            with_constant(self.encoder_f(x)).to("cpu", torch.float64),
-            with_constant(self.encoder_g(x)).to("cpu", torch.float64),
-        )
+        f = with_constant(self.encoder_f(x)).to("cpu", torch.float64)
+        g = f if self.encoder_g is self.encoder_f else with_constant(self.encoder_g(x)).to("cpu", torch.float64)
+        return f, g
 
     def _pairs(self, data, split: str = "train"):
         if hasattr(data, "split_dataloader"):
@@ -108,7 +107,7 @@ class KoopmanEstimator:
         if isinstance(first, tuple | list) and isinstance(first[0], torch.Tensor):
             observables.setdefault("state", lambda x: x.flatten(1))
         with torch.no_grad():
-            return accumulate(pairs, lambda x: self.features(x)[0], lambda x: self.features(x)[1], _cpu(observables))
+            return accumulate(pairs, self.features, _cpu(observables))
 
     def fit(self, data, observables: dict[str, Observable] | None = None, split: str = "train") -> KoopmanEstimator:
         """Accumulate float64 moments over ``data`` (for a data module: its ``split`` split).

@@ -45,15 +45,15 @@ class Moments:
 
 def accumulate(
     pairs: Iterable,
-    f: Callable[[object], torch.Tensor],
-    g: Callable[[object], torch.Tensor],
+    features: Callable[[object], tuple[torch.Tensor, torch.Tensor]],
     observables: dict[str, Callable[[object], torch.Tensor]],
     moments: Moments | None = None,
 ) -> Moments:
-    """Add every batch ``(x, x')`` of ``pairs`` to ``moments`` (a new one by default)."""
+    """Add every batch ``(x, x')`` of ``pairs`` to ``moments`` (a new one by default); ``features(x)``
+    returns ``(f(x), g(x))``."""
     moments = moments if moments is not None else Moments()
     for x_0, x_1 in pairs:
-        f_0, f_1, g_0, g_1 = f(x_0), f(x_1), g(x_0), g(x_1)
+        (f_0, g_0), (f_1, g_1) = features(x_0), features(x_1)
         for key, left, right in (
             ("ff_00", f_0, f_0),
             ("gg_11", g_1, g_1),

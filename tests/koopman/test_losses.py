@@ -108,3 +108,17 @@ def test_vamp2_equals_independent_numpy_computation():
     assert float(F.vamp_score(f, g, 1, epsilon=0.0)) == pytest.approx(singular.sum(), rel=1e-10)
     assert float(F.metric_regulariser(torch.eye(3))) == pytest.approx(0.0, abs=1e-12)
     assert float(F.dpnet_loss(f, g, 0.0, epsilon=0.0)) == pytest.approx(-expected, rel=1e-10)
+
+
+def test_vamp2_equals_deeptime_with_the_constant_prepended():
+    """deeptime scores mean-free covariances and adds 1 (the constant); prepending the constant to raw
+    features gives the same number."""
+    deep = pytest.importorskip("deeptime.decomposition.deep")
+    generator = torch.Generator().manual_seed(3)
+    x = torch.randn(4000, 2, generator=generator, dtype=torch.float64)
+    y = 0.7 * x + 0.5 * torch.randn(4000, 2, generator=generator, dtype=torch.float64)
+    fx = torch.cat([x, torch.sin(x), x[:, :1] ** 2 + 1.0], dim=1)
+    fy = torch.cat([y, torch.sin(y), y[:, :1] ** 2 + 1.0], dim=1)
+    ours = F.vamp_score(F.with_constant(fx), F.with_constant(fy), schatten=2, epsilon=1e-12)
+    theirs = deep.vamp_score(fx, fy, method="VAMP2", epsilon=1e-12, mode="trunc")
+    assert float(ours) == pytest.approx(float(theirs), rel=1e-8)
