@@ -61,8 +61,8 @@ class KoopmanEstimator:
     @classmethod
     def from_module(cls, module: nn.Module, **kwargs) -> KoopmanEstimator:
         """From a trained ``KoopmanModule`` (its ``encoder_f``, ``encoder_g`` and ``lagtime``)."""
-        lagtime = getattr(getattr(module, "hparams", {}), "get", lambda *_: 1)("lagtime", 1)
-        return cls(module.encoder_f, module.encoder_g, lagtime=lagtime, **kwargs)
+        hparams = getattr(module, "hparams", {})
+        return cls(module.encoder_f, module.encoder_g, lagtime=hparams.get("lagtime", 1), **kwargs)
 
     @classmethod
     def from_checkpoint(
