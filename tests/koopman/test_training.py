@@ -18,9 +18,11 @@ from sciml.training import KoopmanModule
 from tests.conftest import ROOT
 
 
+@pytest.mark.slow
 def test_nested_lora_on_ou_recovers_singular_values_with_diagonal_moments(tmp_path):
     """theta = 1, tau = 0.5, k = 5 (with the constant): sigma_n = exp(-n/2) within 0.02 and, at the nested
-    optimum, M_f = diag(sigma) without any orthogonality penalty (off-diagonals below 0.05). ~40 s."""
+    optimum, M_f = diag(sigma) without any orthogonality penalty (off-diagonals below 0.05). ~55 s; slow-marked
+    because notebooks/01 runs the same training and asserts the same numbers in the default suite."""
     L.seed_everything(0)
     data = ArrayDataModule(system=OrnsteinUhlenbeck(1.0, 2**0.5, 0.5), n_steps=100_000, batch_size=256, seed=0)
     model = KoopmanModule(
@@ -43,12 +45,19 @@ def test_nested_lora_on_ou_recovers_singular_values_with_diagonal_moments(tmp_pa
     assert (moments - torch.diag(moments.diagonal())).abs().max() < 0.05, moments
     assert torch.allclose(moments.diagonal()[1:], exact[1:], atol=0.06)  # f_n ~ sqrt(sigma_n) phi_n
 
-    checkpoint = next(tmp_path.rglob("*.ckpt"))
-    loaded = KoopmanEstimator.from_checkpoint(checkpoint, data)
-    assert loaded.lagtime == 1
-    assert torch.allclose(loaded.singular_values, estimator.singular_values, atol=1e-6)
-    scores = loaded.score(data)
-    assert scores["vampe"] == pytest.approx(float((exact**2).sum()), abs=0.05)
+
+def test_checkpoint_to_estimator(tmp_path):
+    """``KoopmanEstimator.from_checkpoint`` rebuilds the encoders (weights_only) and matches ``from_module``."""
+    L.seed_everything(0)
+    data = ArrayDataModule(system=OrnsteinUhlenbeck(1.0, 2**0.5, 0.5), n_steps=5000, batch_size=256, lagtime=2)
+    model = KoopmanModule(MLPEncoder(1, 3, hidden=(16,)), loss=LoRALoss(), lagtime=2)
+    trainer = L.Trainer(max_epochs=2, accelerator="cpu", logger=False, default_root_dir=tmp_path)
+    trainer.fit(model, data)
+    in_memory = KoopmanEstimator.from_module(model).fit(data)
+    loaded = KoopmanEstimator.from_checkpoint(next(tmp_path.rglob("*.ckpt")), data)
+    assert loaded.lagtime == 2 == in_memory.lagtime
+    assert torch.allclose(loaded.singular_values, in_memory.singular_values, atol=1e-6)
+    assert set(loaded.score(data)) == {"vamp2", "vampe"}
 
 
 @pytest.mark.slow
