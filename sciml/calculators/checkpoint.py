@@ -7,7 +7,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from sciml.nn.checkpoint import CheckpointError, build_module, read_checkpoint
+from sciml.nn.checkpoint import CheckpointError, build_module, read_checkpoint, sub_state_dict
 
 
 def load_model(path: str | Path, device: str | torch.device = "cpu", use_ema: bool = True) -> nn.Module:
@@ -24,8 +24,6 @@ def load_model(path: str | Path, device: str | torch.device = "cpu", use_ema: bo
     if use_ema and "ema_state_dict" in checkpoint:
         state = checkpoint["ema_state_dict"]
     else:
-        state = {
-            key[len("model.") :]: value for key, value in checkpoint["state_dict"].items() if key.startswith("model.")
-        }
+        state = sub_state_dict(checkpoint["state_dict"], "model.")
     model.load_state_dict(state)
     return model.to(device).eval()

@@ -22,7 +22,7 @@ from torch import nn
 from sciml.koopman import linalg
 from sciml.koopman.functional import with_constant
 from sciml.koopman.moments import Moments, accumulate
-from sciml.nn.checkpoint import CheckpointError, build_module, module_spec, read_checkpoint
+from sciml.nn.checkpoint import CheckpointError, build_module, module_spec, read_checkpoint, sub_state_dict
 
 FORMAT = "sciml.koopman_estimator/1"
 Observable = Callable[[object], torch.Tensor]
@@ -76,9 +76,7 @@ class KoopmanEstimator:
         encoders = {}
         for side in ("encoder_f", "encoder_g"):
             encoders[side] = build_module(spec[side], path)
-            prefix = f"{side}."
-            state = {k[len(prefix) :]: v for k, v in checkpoint["state_dict"].items() if k.startswith(prefix)}
-            encoders[side].load_state_dict(state)
+            encoders[side].load_state_dict(sub_state_dict(checkpoint["state_dict"], f"{side}."))
         estimator = cls(encoders["encoder_f"], encoders["encoder_g"], lagtime=spec["lagtime"], **kwargs)
         return estimator.fit(data, observables, split)
 

@@ -42,6 +42,11 @@ def build_module(spec: dict, source: str | Path) -> nn.Module:
     return kind(**spec.get("init_args", {}))
 
 
+def sub_state_dict(state: dict, prefix: str) -> dict:
+    """Entries of ``state`` under ``prefix`` (e.g. ``"model."``) with the prefix removed."""
+    return {key[len(prefix) :]: value for key, value in state.items() if key.startswith(prefix)}
+
+
 def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict:
     """The dict stored in ``path``, loaded with ``weights_only=True`` (pickled code is refused)."""
     path = Path(path)
