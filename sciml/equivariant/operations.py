@@ -113,6 +113,8 @@ class WeightedTensorProduct(KernelModule):
     Args:
         in_degrees: degrees of x (e.g. (0, 1, 2)). L: the degree of y (one channel, e.g. a solid harmonic).
         out_degrees: output degrees. channels_in / channels_out: C and C'.
+        parity: keep only parity-allowed paths (O(3) for natural-parity x and y; see
+            :func:`~sciml.equivariant.tensor_product.parity_allowed`).
 
     Shape: x (N, dim(in_degrees), C), y (N, 2L + 1) or (N, 2L + 1, 1) -> (N, dim(out_degrees), C').
     """
@@ -125,9 +127,10 @@ class WeightedTensorProduct(KernelModule):
         channels_in: int,
         channels_out: int,
         backend: str = "auto",
+        parity: bool = False,
     ) -> None:
         super().__init__(backend)
-        self.table, layout = coupling_table(tuple(in_degrees), L, tuple(out_degrees))
+        self.table, layout = coupling_table(tuple(in_degrees), L, tuple(out_degrees), parity)
         self.mixing = ChannelMixing(layout, channels_in, channels_out)
 
     def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

@@ -7,7 +7,9 @@ Conventions (fixed once, used everywhere):
   so that for every m3, sum_{m1 m2} C[m1, m2, m3]^2 = 1.
 - Solid harmonics P^l(r) = c_l |r|^l Y^l(r̂) with c_l = sqrt(l! / ((2l + 1) (2l - 1)!!)), chosen so that
   [P^a(r) ⊗ P^b(r)]^(a+b) = P^(a+b)(r) exactly (P^0 = 1, P^1(r) = r).
-- Parity is ignored: the models are SO(3)-equivariant (all irreps "e"), as in the reference E2Former.
+- Parity: a degree-l feature has natural parity (-1)^l (e3nn ``0e, 1o, 2e``) and P^l(r) has parity (-1)^l, so
+  a coupling a ⊗ b -> c preserves it when a + b + c is even (``tensor_product.parity_allowed``); the models
+  keep only such paths by default (O(3)).
 """
 
 from __future__ import annotations

@@ -111,8 +111,21 @@ class MixingLayout:
     dim: int
 
 
-def mixing_layout(in_degrees: tuple[int, ...], L: int, out_degrees: tuple[int, ...]) -> MixingLayout:
-    paths = {J: tuple(a for a in in_degrees if abs(a - L) <= J <= a + L) for J in out_degrees}
+def parity_allowed(a: int, L: int, J: int) -> bool:
+    """Whether the path a ⊗ L -> J maps natural-parity features (l of parity (-1)^l, e3nn ``0e, 1o, 2e``)
+    onto a natural-parity output: a + L + J even. The other paths (e.g. 1o ⊗ 1o -> 1e, a cross product)
+    make pseudo-tensors, which would let a molecule and its mirror image differ."""
+    return (a + L + J) % 2 == 0
+
+
+def mixing_layout(
+    in_degrees: tuple[int, ...], L: int, out_degrees: tuple[int, ...], parity: bool = False
+) -> MixingLayout:
+    """``parity=True`` keeps only :func:`parity_allowed` paths (O(3)); ``False`` keeps every path (SO(3))."""
+    paths = {
+        J: tuple(a for a in in_degrees if abs(a - L) <= J <= a + L and (not parity or parity_allowed(a, L, J)))
+        for J in out_degrees
+    }
     start, total = {}, 0
     for J in out_degrees:
         start[J] = total
@@ -120,9 +133,11 @@ def mixing_layout(in_degrees: tuple[int, ...], L: int, out_degrees: tuple[int, .
     return MixingLayout(tuple(out_degrees), paths, start, total)
 
 
-def coupling_table(in_degrees: tuple[int, ...], L: int, out_degrees: tuple[int, ...]) -> tuple[CGTable, MixingLayout]:
+def coupling_table(
+    in_degrees: tuple[int, ...], L: int, out_degrees: tuple[int, ...], parity: bool = False
+) -> tuple[CGTable, MixingLayout]:
     """x (layout ``in_degrees``) ⊗ y (one degree L) -> the (a, L -> J) blocks of a :class:`MixingLayout`."""
-    layout = mixing_layout(in_degrees, L, out_degrees)
+    layout = mixing_layout(in_degrees, L, out_degrees, parity)
     starts = dict(zip(in_degrees, offsets(in_degrees), strict=True))
     paths = [
         CGPath(a, starts[a], L, 0, J, layout.start[J] + p, len(layout.paths[J]))
@@ -137,9 +152,12 @@ def expansion_degrees(in_degrees: tuple[int, ...], b: int, max_degree: int) -> t
     return tuple((a, d) for a in in_degrees for d in range(abs(a - b), min(a + b, max_degree) + 1))
 
 
-def expansion_table(in_degrees: tuple[int, ...], b: int, max_degree: int) -> CGTable:
-    """h (layout ``in_degrees``) ⊗ P^b -> all (a, d) blocks (unweighted, channel-wise)."""
-    blocks = expansion_degrees(in_degrees, b, max_degree)
+def expansion_table(
+    in_degrees: tuple[int, ...], b: int, max_degree: int, blocks: tuple[tuple[int, int], ...] | None = None
+) -> CGTable:
+    """h (layout ``in_degrees``) ⊗ P^b -> the (a, d) blocks (unweighted, channel-wise): all of
+    :func:`expansion_degrees`, or only ``blocks`` (e.g. :func:`recoupled_blocks`)."""
+    blocks = expansion_degrees(in_degrees, b, max_degree) if blocks is None else blocks
     starts = dict(zip(in_degrees, offsets(in_degrees), strict=True))
     out_starts = offsets(tuple(d for _, d in blocks))
     paths = [CGPath(a, starts[a], b, 0, d, s) for (a, d), s in zip(blocks, out_starts, strict=True)]
@@ -155,22 +173,50 @@ def recoupling_weight(a: int, b: int, d: int, c: int, J: int, L: int) -> float:
     return binomial * sixj
 
 
-def recoupling_table(
-    in_degrees: tuple[int, ...], L: int, b: int, out_degrees: tuple[int, ...], max_degree: int
-) -> CGTable:
-    """A^(b) (the (a, d) blocks of :func:`expansion_table`) ⊗ P^(L-b) -> the (a, L -> J) blocks of
-    :func:`coupling_table`, summing over d with :func:`recoupling_weight`."""
+def _recoupling_paths(
+    in_degrees: tuple[int, ...], L: int, b: int, out_degrees: tuple[int, ...], max_degree: int, parity: bool
+):
+    """(J, path index p, a, d, weight) of every nonzero term of the recoupling."""
     c = L - b
-    layout = mixing_layout(in_degrees, L, out_degrees)
-    blocks = expansion_degrees(in_degrees, b, max_degree)
-    block_starts = offsets(tuple(d for _, d in blocks))
-    paths = []
+    layout = mixing_layout(in_degrees, L, out_degrees, parity)
     for J in out_degrees:
         for p, a in enumerate(layout.paths[J]):
-            for (a2, d), start in zip(blocks, block_starts, strict=True):
-                if a2 != a or not abs(d - c) <= J <= d + c:
-                    continue
-                weight = recoupling_weight(a, b, d, c, J, L)
-                if weight != 0.0:
-                    paths.append(CGPath(d, start, c, 0, J, layout.start[J] + p, len(layout.paths[J]), weight))
+            for a2, d in expansion_degrees(in_degrees, b, max_degree):
+                if a2 == a and abs(d - c) <= J <= d + c:
+                    weight = recoupling_weight(a, b, d, c, J, L)
+                    if weight != 0.0:
+                        yield J, p, a, d, weight
+
+
+def recoupled_blocks(
+    in_degrees: tuple[int, ...], L: int, b: int, out_degrees: tuple[int, ...], max_degree: int, parity: bool = False
+) -> tuple[tuple[int, int], ...]:
+    """The (a, d) expansion blocks that some output path needs (in :func:`expansion_degrees` order). With
+    parity many are not needed (for lmax 2, L 1: 12 of the 27 components at b = 1), and every one dropped
+    is C numbers less per edge in the aggregation."""
+    used = {(a, d) for _, _, a, d, _ in _recoupling_paths(in_degrees, L, b, out_degrees, max_degree, parity)}
+    return tuple(block for block in expansion_degrees(in_degrees, b, max_degree) if block in used)
+
+
+def recoupling_table(
+    in_degrees: tuple[int, ...],
+    L: int,
+    b: int,
+    out_degrees: tuple[int, ...],
+    max_degree: int,
+    parity: bool = False,
+    blocks: tuple[tuple[int, int], ...] | None = None,
+) -> CGTable:
+    """A^(b) (the (a, d) blocks of :func:`expansion_table`, all or ``blocks``) ⊗ P^(L-b) -> the (a, L -> J)
+    blocks of :func:`coupling_table`, summing over d with :func:`recoupling_weight`. The intermediate
+    degrees d may have either parity: the identity is exact, so ``parity`` only selects the output paths."""
+    c = L - b
+    layout = mixing_layout(in_degrees, L, out_degrees, parity)
+    blocks = expansion_degrees(in_degrees, b, max_degree) if blocks is None else blocks
+    block_start = dict(zip(blocks, offsets(tuple(d for _, d in blocks)), strict=True))
+    paths = []
+    for J, p, a, d, weight in _recoupling_paths(in_degrees, L, b, out_degrees, max_degree, parity):
+        if (a, d) not in block_start:
+            raise ValueError(f"expansion block (a={a}, d={d}) is needed by the path ({a}, {L} -> {J}) but not given")
+        paths.append(CGPath(d, block_start[(a, d)], c, 0, J, layout.start[J] + p, len(layout.paths[J]), weight))
     return CGTable(paths, layout_dim(tuple(d for _, d in blocks)), 2 * c + 1, layout.dim)

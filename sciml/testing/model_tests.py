@@ -59,6 +59,25 @@ class EnergyModelTests:
         assert relative(shuffled["energy"], reference["energy"]) < energy_tol
         assert relative(shuffled["forces"], reference["forces"][order]) < force_tol
 
+    @pytest.mark.parametrize("kind", ["inversion", "mirror", "rotoreflection"])
+    def test_reflection_and_inversion(self, kind):
+        """E(3): energies invariant and forces equivariant under improper orthogonal maps (det -1), which
+        turn a molecule into its mirror image (float64, 1e-10 relative)."""
+        energy_tol, force_tol = TOLERANCES[torch.float64]
+        potential = self.potential(torch.float64)
+        batch = graph_batch(self.structures(), self.cutoff, torch.float64)
+        reference = potential(batch, stress=False)
+        assert reference["forces"].abs().max() > 1e-4, "the model is (nearly) constant: these tests would be vacuous"
+        rotation = random_rotation(generator=torch.Generator().manual_seed(11))
+        improper = {
+            "inversion": -torch.eye(3, dtype=torch.float64),
+            "mirror": torch.diag(torch.tensor([1.0, -1.0, 1.0], dtype=torch.float64)),
+            "rotoreflection": -rotation,
+        }[kind]
+        mirrored = potential(moved(batch, improper, torch.tensor([0.4, -0.3, 1.1])))
+        assert relative(mirrored["energy"], reference["energy"]) < energy_tol
+        assert relative(mirrored["forces"], reference["forces"] @ improper.T) < force_tol
+
     def test_float32_far_from_origin(self):
         """Coordinates offset by 100 Å keep float32 accuracy (positions are centred inside the model)."""
         exact = self.potential(torch.float64)

@@ -38,7 +38,8 @@ def graph_batch(structures: list[Atoms], cutoff: float, dtype: torch.dtype = tor
 
 
 def moved(batch: Batch, rotation: torch.Tensor | None = None, translation: torch.Tensor | None = None) -> Batch:
-    """The batch rigidly rotated (positions, cell and shifts) and then translated."""
+    """The batch mapped by an orthogonal matrix (a rotation, or a reflection when det = -1) applied to positions,
+    cell and shifts, and then translated."""
     batch = copy.copy(batch)
     if rotation is not None:
         rotation = rotation.to(batch.pos.dtype)

@@ -22,7 +22,7 @@ from sciml.testing import randomise_output_head
 from scripts.run_md import energy_drift, run_md
 
 
-def small_model() -> E2Former:
+def small_model(**kwargs) -> E2Former:
     torch.manual_seed(0)
     model = E2Former(
         [1, 6, 8, 29],
@@ -33,6 +33,7 @@ def small_model() -> E2Former:
         radial_basis=8,
         avg_neighbours=8.0,
         energy_reference=[-1.0, -2.0, -3.0, -4.0],
+        **kwargs,
     )
     return randomise_output_head(model).eval()
 
@@ -81,6 +82,34 @@ def test_rotation_invariance_and_equivariance(calculator):
     rotated.calc = SciMLCalculator(small_model(), dtype="float64")
     assert abs(rotated.get_potential_energy() - energy) < 1e-10 * abs(energy)
     np.testing.assert_allclose(rotated.get_forces(), forces @ rotation.T, atol=1e-10)
+
+
+def chirality(atoms: Atoms) -> float:
+    """Signed volume spanned by the first carbon's three nearest neighbours (its sign flips in a mirror)."""
+    centre = atoms.positions[0]
+    nearest = np.argsort(np.linalg.norm(atoms.positions - centre, axis=1))[1:4]
+    return float(np.linalg.det(atoms.positions[nearest] - centre))
+
+
+@pytest.mark.parametrize("parity", [True, False])
+def test_enantiomers_get_the_same_energy(parity):
+    """A rattled ethanol (no symmetry left: chiral) and its mirror image. The O(3) model gives them the same
+    energy and mirrored forces; the SO(3)-only model (parity=False) does not, which shows the test can fail."""
+    left = ethanol()
+    right = left.copy()
+    right.positions = left.positions * [-1.0, 1.0, 1.0]
+    assert chirality(left) * chirality(right) < 0 and abs(chirality(left)) > 0.1  # a true enantiomer pair
+    energies, forces = [], []
+    for atoms in (left, right):
+        atoms.calc = SciMLCalculator(small_model(parity=parity), dtype="float64")
+        energies.append(atoms.get_potential_energy())
+        forces.append(atoms.get_forces())
+    assert np.abs(forces[0]).max() > 1e-3
+    difference = max(abs(energies[1] - energies[0]), np.abs(forces[1] - forces[0] * [-1.0, 1.0, 1.0]).max())
+    if parity:
+        assert difference < 1e-10 * max(1.0, abs(energies[0]))
+    else:
+        assert difference > 1e-6
 
 
 def test_supercell_energy_is_extensive(calculator):

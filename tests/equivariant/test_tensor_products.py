@@ -6,9 +6,16 @@ import pytest
 import torch
 
 from sciml.equivariant.graph import EdgeGraph
+from sciml.equivariant.kernels import resolve_backend
 from sciml.equivariant.operations import WeightedTensorProduct, cg_contract, edge_aggregate
 from sciml.equivariant.so3 import couple, random_rotation, solid_harmonics, wigner_d
-from sciml.equivariant.tensor_product import coupling_table, expansion_table, offsets, recoupling_table
+from sciml.equivariant.tensor_product import (
+    coupling_table,
+    expansion_table,
+    offsets,
+    recoupled_blocks,
+    recoupling_table,
+)
 
 DEGREES = (0, 1, 2)
 BACKENDS = ["reference", "cpu"]
@@ -44,10 +51,12 @@ def _random_graph(n: int, e: int, seed: int):
     return receivers[keep], senders[keep], generator
 
 
+@pytest.mark.parametrize("parity", [False, True])
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("L", [1, 2, 3])
-def test_node_factorisation_equals_dense_edge_product(L, backend):
+def test_node_factorisation_equals_dense_edge_product(L, backend, parity):
     """sum_j alpha_ij [h_j ⊗ P^L(r_j - r_i)]^J computed per edge == expansion, aggregation, recoupling."""
+    resolve_backend(backend)  # loads the compiled kernels (the functional ops do not), so the test runs alone
     n, channels = 12, 5
     receivers, senders, generator = _random_graph(n, 60, seed=L)
     pos = torch.randn(n, 3, dtype=torch.float64, generator=generator) * 2
@@ -55,7 +64,7 @@ def test_node_factorisation_equals_dense_edge_product(L, backend):
     graph, order = EdgeGraph.from_edges(receivers, senders, n, n)
     alpha = torch.randn(graph.row.numel(), channels, dtype=torch.float64, generator=generator)
 
-    table, _ = coupling_table(DEGREES, L, DEGREES)
+    table, _ = coupling_table(DEGREES, L, DEGREES, parity)
     edge_vectors = pos[graph.col] - pos[graph.row]
     per_edge = table.reference(h[graph.col], solid_harmonics(L, edge_vectors)[..., None])
     dense = torch.zeros(n, table.out_dim, channels, dtype=torch.float64).index_add(
@@ -65,9 +74,12 @@ def test_node_factorisation_equals_dense_edge_product(L, backend):
     factorised = torch.zeros_like(dense)
     for b in range(L + 1):
         max_degree = max(DEGREES) + L - b
-        expanded = cg_contract(h, solid_harmonics(b, pos)[..., None], expansion_table(DEGREES, b, max_degree), backend)
+        # with parity only the blocks that an output path needs (without it: all of them)
+        blocks = recoupled_blocks(DEGREES, L, b, DEGREES, max_degree, parity) if parity else None
+        expansion = expansion_table(DEGREES, b, max_degree, blocks)
+        expanded = cg_contract(h, solid_harmonics(b, pos)[..., None], expansion, backend)
         aggregated = edge_aggregate(alpha, expanded, graph, backend)
-        recoupled = recoupling_table(DEGREES, L, b, DEGREES, max_degree)
+        recoupled = recoupling_table(DEGREES, L, b, DEGREES, max_degree, parity, blocks)
         factorised += cg_contract(aggregated, solid_harmonics(L - b, pos)[..., None], recoupled, backend)
     relative = (factorised - dense).abs().max() / dense.abs().max()
     assert relative < 1e-12
@@ -84,3 +96,20 @@ def test_weighted_product_is_equivariant(backend):
     rotated_out = rotate_features(product(x, solid_harmonics(1, r)), rotation, DEGREES)
     torch.testing.assert_close(rotated_in, rotated_out, atol=1e-12, rtol=0)
     assert product.backend == backend
+
+
+@pytest.mark.parametrize("parity", [True, False])
+def test_parity_allowed_paths_commute_with_inversion(parity):
+    """Under inversion a natural-parity degree-l block picks up (-1)^l and P^1(-r) = -P^1(r). Only the
+    parity-allowed product commutes with it; the full SO(3) product (1 ⊗ 1 -> 1 etc.) does not."""
+    torch.manual_seed(0)
+    product = WeightedTensorProduct(DEGREES, 1, DEGREES, channels_in=4, channels_out=4, parity=parity).double()
+    x = torch.randn(10, 9, 4, dtype=torch.float64)
+    r = torch.randn(10, 3, dtype=torch.float64)
+    signs = torch.tensor([(-1.0) ** l for l in DEGREES for _ in range(2 * l + 1)], dtype=torch.float64)[:, None]
+    inverted = product(x * signs, solid_harmonics(1, -r))
+    error = (inverted - product(x, solid_harmonics(1, r)) * signs).abs().max()
+    if parity:
+        assert error < 1e-12
+    else:
+        assert error > 1e-3

@@ -14,6 +14,7 @@ from sciml.nn.forces import ForceStressOutput
 from sciml.testing import (
     EnergyModelTests,
     graph_batch,
+    moved,
     random_crystal,
     random_molecule,
     randomise_output_head,
@@ -45,6 +46,15 @@ class TestE2Former(EnergyModelTests):
         return make_e2former(dtype)
 
 
+def test_so3_only_model_breaks_mirror_symmetry():
+    """parity=False (every SO(3) path, e.g. 1 ⊗ 1 -> 1) gives a mirror image another energy: the reflection
+    test of the shared mixins can fail."""
+    potential = ForceStressOutput(make_e2former(parity=False))
+    batch = graph_batch(STRUCTURES["molecule"](), 4.0)
+    mirror = torch.diag(torch.tensor([-1.0, 1.0, 1.0], dtype=torch.float64))
+    assert relative(potential(moved(batch, mirror))["energy"], potential(batch)["energy"]) > 1e-8
+
+
 class TestE2FormerSecondOrder(EnergyModelTests):
     def make_model(self, dtype):
         return make_e2former(dtype, order=2)
@@ -57,13 +67,15 @@ STRUCTURES = {
 }
 
 
+@pytest.mark.parametrize("parity", [True, False])
 @pytest.mark.parametrize("order", [0, 1, 2])
 @pytest.mark.parametrize("name", sorted(STRUCTURES))
-def test_factorised_equals_dense_and_e3nn_edge_products(name, order):
+def test_factorised_equals_dense_and_e3nn_edge_products(name, order, parity):
+    """With parity the e3nn baseline carries real parities (0e, 1o, 2e), so e3nn checks every path too."""
     batch = graph_batch(STRUCTURES[name](), 4.0)
     stress = name == "small_cell"
-    factorised = make_e2former(order=order)
-    dense = make_e2former(order=order, dense=True)
+    factorised = make_e2former(order=order, parity=parity)
+    dense = make_e2former(order=order, dense=True, parity=parity)
     dense.load_state_dict(factorised.state_dict())
     baseline = use_edge_convolutions(copy.deepcopy(factorised))
     reference = ForceStressOutput(factorised)(batch, stress=stress)

@@ -30,21 +30,34 @@ def to_e3nn(x: torch.Tensor, degrees: tuple[int, ...]) -> torch.Tensor:
 class EdgeTensorProductConvolution(nn.Module):
     """Same interface and parameters (``mixing``) as ``Wigner6jConvolution``; one e3nn TP per edge.
 
+    With ``parity`` the e3nn irreps carry natural parity (``0e, 1o, 2e``; the filter P^L has parity (-1)^L)
+    and e3nn itself checks every path's parity; without it every irrep is even (SO(3) only).
+
     Shape: values (S, dim(in), C), alpha (E, C) -> (N, dim(out), C_out).
     """
 
     def __init__(
-        self, in_degrees: tuple[int, ...], order: int, out_degrees: tuple[int, ...], channels_in: int, channels_out: int
+        self,
+        in_degrees: tuple[int, ...],
+        order: int,
+        out_degrees: tuple[int, ...],
+        channels_in: int,
+        channels_out: int,
+        parity: bool = True,
     ) -> None:
         super().__init__()
         self.in_degrees, self.order, self.channels = tuple(in_degrees), order, channels_in
-        self.layout = mixing_layout(self.in_degrees, order, tuple(out_degrees))
-        irreps_in = o3.Irreps([(channels_in, (l, 1)) for l in self.in_degrees])
+        self.layout = mixing_layout(self.in_degrees, order, tuple(out_degrees), parity)
+
+        def irrep(l: int) -> tuple[int, int]:
+            return (l, (-1) ** l if parity else 1)
+
+        irreps_in = o3.Irreps([(channels_in, irrep(l)) for l in self.in_degrees])
         irreps_out, instructions = [], []
         for J in self.layout.out_degrees:  # output blocks in the mixing layout's path order
             for a in self.layout.paths[J]:
                 instructions.append((self.in_degrees.index(a), 0, len(irreps_out), "uvu", False))
-                irreps_out.append((channels_in, (J, 1)))
+                irreps_out.append((channels_in, irrep(J)))
         # e3nn computes its Clebsch-Gordan buffers in the default dtype at construction: build them in float64
         # (cast the module to the working dtype afterwards, as use_edge_convolutions does).
         previous = torch.get_default_dtype()
@@ -52,7 +65,7 @@ class EdgeTensorProductConvolution(nn.Module):
         try:
             self.product = o3.TensorProduct(
                 irreps_in,
-                o3.Irreps([(1, (order, 1))]),
+                o3.Irreps([(1, irrep(order))]),
                 o3.Irreps(irreps_out),
                 instructions,
                 irrep_normalization="component",
@@ -100,7 +113,12 @@ def use_edge_convolutions(model: nn.Module) -> nn.Module:
     for name, child in list(model.named_children()):
         if isinstance(child, Wigner6jConvolution):
             baseline = EdgeTensorProductConvolution(
-                child.in_degrees, child.order, child.out_degrees, child.mixing.channels_in, child.mixing.channels_out
+                child.in_degrees,
+                child.order,
+                child.out_degrees,
+                child.mixing.channels_in,
+                child.mixing.channels_out,
+                child.parity,
             )
             baseline.mixing = child.mixing
             reference = next(child.parameters())

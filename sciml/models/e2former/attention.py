@@ -22,7 +22,7 @@ class Wigner6jAttention(nn.Module):
         lmax: feature degrees 0..lmax. channels: C. heads: attention heads (C divisible by heads).
         order: attention order L (0, 1 or 2; 1 is the default of the model).
         edge_features: size of the invariant edge features (radial basis + species embeddings).
-        head_dim: query/key size per head. dense / backend: see :class:`Wigner6jConvolution`.
+        head_dim: query/key size per head. dense / backend / parity: see :class:`Wigner6jConvolution`.
 
     Shape: h (N, (lmax+1)^2, C), edge features (E, F), envelope (E,) -> (N, (lmax+1)^2, C).
     """
@@ -37,6 +37,7 @@ class Wigner6jAttention(nn.Module):
         head_dim: int = 16,
         dense: bool = False,
         backend: str = "auto",
+        parity: bool = True,
     ) -> None:
         super().__init__()
         if channels % heads:
@@ -53,7 +54,7 @@ class Wigner6jAttention(nn.Module):
         self.radial = MLP((edge_features, channels, channels), layer_norm=True)
         self.value = SO3Linear(lmax, channels, channels)
         degrees = tuple(range(lmax + 1))
-        self.convolution = Wigner6jConvolution(degrees, order, degrees, channels, channels, dense, backend)
+        self.convolution = Wigner6jConvolution(degrees, order, degrees, channels, channels, dense, backend, parity)
         self.output = SO3Linear(lmax, channels, channels)
 
     def forward(

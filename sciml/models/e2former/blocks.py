@@ -23,10 +23,13 @@ class TransformerBlock(nn.Module):
         hidden: int,
         dense: bool = False,
         backend: str = "auto",
+        parity: bool = True,
     ) -> None:
         super().__init__()
         self.attention_norm = EquivariantRMSNorm(lmax, channels)
-        self.attention = Wigner6jAttention(lmax, channels, heads, order, edge_features, dense=dense, backend=backend)
+        self.attention = Wigner6jAttention(
+            lmax, channels, heads, order, edge_features, dense=dense, backend=backend, parity=parity
+        )
         self.feed_forward_norm = EquivariantRMSNorm(lmax, channels)
         self.feed_forward = GatedFeedForward(lmax, channels, hidden)
 

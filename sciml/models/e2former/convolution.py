@@ -13,13 +13,14 @@ import torch
 
 from sciml.equivariant.operations import ChannelMixing, KernelModule, cg_contract, edge_aggregate
 from sciml.equivariant.so3 import solid_harmonics
-from sciml.equivariant.tensor_product import coupling_table, expansion_table, recoupling_table
+from sciml.equivariant.tensor_product import coupling_table, expansion_table, recoupled_blocks, recoupling_table
 from sciml.models.e2former.context import GraphContext
 
 
 class Wigner6jConvolution(KernelModule):
     """Args: in_degrees / out_degrees: layouts of h and of the message; order: L; channels_in / channels_out;
-    dense: evaluate per edge; backend: kernel backend (see :mod:`sciml.equivariant.kernels`).
+    dense: evaluate per edge; backend: kernel backend (see :mod:`sciml.equivariant.kernels`); parity: keep
+    only the paths a ⊗ L -> J with a + L + J even (natural-parity features in and out: O(3) equivariance).
 
     Shape: values (S, dim(in), C_in) at sender images, alpha (E, C_in) already divided by |r_ij|^L
     -> (N, dim(out), C_out).
@@ -34,17 +35,21 @@ class Wigner6jConvolution(KernelModule):
         channels_out: int,
         dense: bool = False,
         backend: str = "auto",
+        parity: bool = True,
     ) -> None:
         super().__init__(backend)
-        self.order, self.dense = order, dense
+        self.order, self.dense, self.parity = order, dense, parity
         self.in_degrees, self.out_degrees = tuple(in_degrees), tuple(out_degrees)
-        self.coupling, layout = coupling_table(self.in_degrees, order, self.out_degrees)
+        self.coupling, layout = coupling_table(self.in_degrees, order, self.out_degrees, parity)
         self.mixing = ChannelMixing(layout, channels_in, channels_out)
         top = max(self.out_degrees)
-        self.expansions = [expansion_table(self.in_degrees, b, top + order - b) for b in range(order + 1)]
-        self.recouplings = [
-            recoupling_table(self.in_degrees, order, b, self.out_degrees, top + order - b) for b in range(order + 1)
-        ]
+        self.expansions, self.recouplings = [], []
+        for b in range(order + 1):  # only the expansion blocks some output path needs
+            blocks = recoupled_blocks(self.in_degrees, order, b, self.out_degrees, top + order - b, parity)
+            self.expansions.append(expansion_table(self.in_degrees, b, top + order - b, blocks))
+            self.recouplings.append(
+                recoupling_table(self.in_degrees, order, b, self.out_degrees, top + order - b, parity, blocks)
+            )
 
     def forward(self, values: torch.Tensor, alpha: torch.Tensor, context: GraphContext) -> torch.Tensor:
         backend = self._backend_for(values)

@@ -17,7 +17,12 @@ from sciml.nn.so3_layers import EquivariantRMSNorm
 
 
 class E2Former(nn.Module):
-    """E(3)-equivariant transformer with Wigner-6j attention (SO(3) features, parity ignored).
+    """E(3)-equivariant transformer with Wigner-6j attention.
+
+    Features of degree l have natural parity (e3nn irreps ``0e, 1o, 2e, ...``) and only parity-allowed
+    paths exist (``parity=True``, the default), so energies are invariant under rotations, translations,
+    inversion and reflections, and a molecule and its mirror image get the same energy. ``parity=False``
+    keeps every SO(3) path (pseudo-tensor paths such as 1 ⊗ 1 -> 1 included): rotations only.
 
     Args:
         species: atomic numbers the model knows (linked from ``data.species``).
@@ -31,6 +36,7 @@ class E2Former(nn.Module):
         direct_force_head: also output ``direct_forces (N, 3)`` (eV/Å), an equivariant linear readout of the
             l = 1 features (fast, not conservative; off by default).
         backend: kernel backend, ``"auto" | "reference" | "cpu" | "cuda"``.
+        parity: O(3) (default) or SO(3) equivariance, see above.
 
     Input: a graph batch with ``pos (N,3)``, ``numbers (N,)``, ``batch (N,)``, ``cell (B,3,3)``,
     ``edge_index (2,E)``, ``shifts (E,3)``. Output: ``{"energy": (B,), "energies": (N,), "features": (N,M,C)}``.
@@ -53,6 +59,7 @@ class E2Former(nn.Module):
         dense: bool = False,
         direct_force_head: bool = False,
         backend: str = "auto",
+        parity: bool = True,
     ) -> None:
         super().__init__()
         self.config = {key: value for key, value in locals().items() if key not in ("self", "__class__")}
@@ -74,7 +81,9 @@ class E2Former(nn.Module):
         edge_features = 3 * radial_basis
         self.edge_degree = EdgeDegreeEmbedding(lmax, channels, edge_features, avg_neighbours, dense, backend)
         self.blocks = nn.ModuleList(
-            TransformerBlock(lmax, channels, heads, order, edge_features, hidden or 2 * channels, dense, backend)
+            TransformerBlock(
+                lmax, channels, heads, order, edge_features, hidden or 2 * channels, dense, backend, parity
+            )
             for _ in range(layers)
         )
         self.final_norm = EquivariantRMSNorm(lmax, channels)
