@@ -1,10 +1,17 @@
-"""Per-forward geometry shared by every layer: centred positions, sender images, edge vectors.
+"""Per-forward geometry shared by every layer: local frames, sender images, edge vectors.
 
 Edges follow the data layer's convention (``sciml.data.neighbors``): receiver i, sender j,
-r_ij = pos[j] + shift - pos[i]. Positions are centred per structure (exact by translation invariance;
-it keeps the node solid harmonics of the factorised convolution small in float32). Under periodic
-boundary conditions the senders are the distinct images (j, shift) that occur in edges, so node-level
-tensor products stay exact: image s has position pos[j] + shift and the features of atom j.
+r_ij = pos[j] + shift - pos[i]. Under periodic boundary conditions a sender is an image (j, shift), so
+node-level tensor products stay exact: image s has position pos[j] + shift and the features of atom j.
+
+Local frames (float32 on large boxes): the factorised convolution expands solid harmonics of positions
+and lets them cancel back to P(r_j - r_i); the rounding error of that cancellation grows with |r|. So
+every structure is cut into spatial cells of edge at least ``frame_size`` (one cell per axis for a
+structure smaller than two cells: then the frame is simply the structure's bounding-box centre), and each
+edge is expanded around the centre o of its *receiver's* cell: P(r_j - o) at the sender, P(r_i - o) at the
+receiver. A sender image that reaches receivers in several cells appears once per cell (a "frame image"),
+so no position entering a solid harmonic is farther than about half a cell diagonal plus the cutoff from
+its origin, whatever the size of the box. The factorisation stays exact: it only needs r_j - r_i.
 """
 
 from __future__ import annotations
@@ -17,12 +24,37 @@ from sciml.equivariant.graph import EdgeGraph
 from sciml.equivariant.so3 import solid_harmonics
 
 
+def local_frames(positions: torch.Tensor, structure: torch.Tensor, n_structures: int, frame_size: float):
+    """Spatial cells per structure and their centres.
+
+    Args: positions (N, 3) Å; structure (N,) structure index of each atom; frame_size: smallest cell edge, Å.
+    Returns: ``cell`` (N,) int64, a cell id unique over the batch; ``origin`` (N, 3) the centre of each atom's
+    cell (no gradient: the frames are piecewise constant, and the result does not depend on them).
+    """
+    with torch.no_grad():
+        index = structure[:, None].expand(-1, 3)
+        low = positions.new_full((n_structures, 3), float("inf")).scatter_reduce(0, index, positions, "amin")
+        high = positions.new_full((n_structures, 3), -float("inf")).scatter_reduce(0, index, positions, "amax")
+        extent = (high - low).clamp(min=0.0)
+        counts = torch.floor(extent / frame_size).clamp(min=1).to(torch.int64)  # cells per axis, edge >= size
+        edge = (extent / counts).clamp(min=1e-6)
+        cell3 = torch.floor((positions - low[structure]) / edge[structure]).to(torch.int64)
+        cell3 = torch.minimum(cell3.clamp(min=0), counts[structure] - 1)
+        origin = low[structure] + (cell3.to(positions.dtype) + 0.5) * edge[structure]
+        strides = torch.stack([counts[:, 1] * counts[:, 2], counts[:, 2], torch.ones_like(counts[:, 0])], dim=1)
+        first = torch.cumsum(counts.prod(dim=1), 0) - counts.prod(dim=1)  # first cell id of each structure
+        cell = first[structure] + (cell3 * strides[structure]).sum(dim=1)
+    return cell, origin
+
+
 @dataclass
 class GraphContext:
-    """Attributes (N atoms, S sender images, E edges in receiver order):
-    positions (N, 3) centred; image_positions (S, 3); image_atom (S,); graph (EdgeGraph over receivers x images);
-    vectors (E, 3) = r_ij; distances (E,); receiver_numbers, sender_numbers (E,) species indices;
-    receiver_powers[k] = P^k(r_i) (N, 2k + 1); image_powers[k] = P^k(r_s) (S, 2k + 1), k = 0..max_order.
+    """Attributes (N atoms, S frame images, E edges in receiver order):
+    positions (N, 3) in each atom's own frame (r_i - o_i); image_positions (S, 3) in the frame of the
+    receivers they serve (r_j + shift - o); image_atom (S,) atom of each frame image; graph (EdgeGraph over
+    receivers x frame images); vectors (E, 3) = r_ij; distances (E,); receiver_species, sender_species (E,)
+    species indices; receiver_powers[k] = P^k(positions) (N, 2k + 1); image_powers[k] = P^k(image_positions)
+    (S, 2k + 1), k = 0..max_order.
     """
 
     positions: torch.Tensor
@@ -46,30 +78,25 @@ class GraphContext:
         edge_index: torch.Tensor,
         shifts: torch.Tensor,
         max_order: int,
+        frame_size: float = float("inf"),
     ) -> GraphContext:
         """Args: positions (N, 3) Å; species (N,) indices into the model's species; structure (N,);
-        edge_index (2, E) (receiver, sender); shifts (E, 3) Å; max_order: highest attention order L."""
-        counts = torch.zeros(n_structures, dtype=positions.dtype, device=positions.device).index_add(
-            0, structure, torch.ones_like(positions[:, 0])
-        )
-        centres = (
-            torch.zeros(n_structures, 3, dtype=positions.dtype, device=positions.device).index_add(
-                0, structure, positions
-            )
-            / counts.clamp(min=1)[:, None]
-        )
-        centred = positions - centres[structure]
+        edge_index (2, E) (receiver, sender); shifts (E, 3) Å; max_order: highest attention order L;
+        frame_size: smallest edge of the local-frame cells in Å (``inf``: one frame per structure)."""
+        cell, origin = local_frames(positions, structure, n_structures, frame_size)
+        local = positions - origin
         receivers, senders = edge_index
-        key = torch.cat([senders[:, None].to(shifts.dtype), shifts.detach()], dim=1)
+        key = torch.cat([senders[:, None].to(shifts.dtype), shifts.detach(), cell[receivers, None].to(shifts.dtype)], 1)
         unique, image_of_edge = torch.unique(key, dim=0, return_inverse=True)
         representative = torch.zeros(unique.shape[0], dtype=torch.int64, device=positions.device)
         representative.scatter_(0, image_of_edge, torch.arange(image_of_edge.numel(), device=positions.device))
         image_atom = senders[representative]
-        image_positions = centred[image_atom] + shifts[representative]
+        frame_origin = origin[receivers[representative]]
+        image_positions = (positions[image_atom] - frame_origin) + shifts[representative]
         graph, order = EdgeGraph.from_edges(receivers, image_of_edge, positions.shape[0], unique.shape[0])
-        vectors = image_positions[graph.col] - centred[graph.row]
+        vectors = image_positions[graph.col] - local[graph.row]
         return cls(
-            positions=centred,
+            positions=local,
             image_positions=image_positions,
             image_atom=image_atom,
             graph=graph,
@@ -77,6 +104,6 @@ class GraphContext:
             distances=vectors.norm(dim=1),
             receiver_species=species[graph.row],
             sender_species=species[image_atom[graph.col]],
-            receiver_powers=[solid_harmonics(k, centred) for k in range(max_order + 1)],
+            receiver_powers=[solid_harmonics(k, local) for k in range(max_order + 1)],
             image_powers=[solid_harmonics(k, image_positions) for k in range(max_order + 1)],
         )

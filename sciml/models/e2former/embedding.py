@@ -1,43 +1,51 @@
-"""Species embedding and the edge-degree embedding that initialises every degree.
+"""The edge-degree embedding that initialises every degree.
 
-Edge-degree embedding: x_i^(l) = (1 / avg_neighbours) sum_j R_l(edge_ij) ⊙ [1 ⊗ P^l(r_ij)] / |r_ij|^l, i.e. a
-Wigner-6j convolution of the constant scalar, so it needs no per-edge tensor product either.
+x_i^(l) = W_l (1 / avg_neighbours) sum_j R_l(edge_ij) ⊙ P^l(r_ij) / |r_ij|^l. The input is the constant
+scalar, so [1 ⊗ P^l(r_ij)]^l is P^l(r_ij) itself: no tensor product is needed, per edge or per node. It
+is summed per edge directly ((2l + 1) C numbers per edge and degree, 9 C for lmax 2), which is cheaper
+than the factorised form (sum_{b <= l} (2b + 1) C, 14 C for lmax 2) and local: it never forms solid
+harmonics of positions, whose cancellation at order 2 loses float32 precision on large boxes.
 """
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
 
+from sciml.equivariant.so3 import solid_harmonic_coefficient, spherical_harmonics
 from sciml.models.e2former.context import GraphContext
-from sciml.models.e2former.convolution import Wigner6jConvolution
 from sciml.nn.mlp import MLP
 
 
-class EdgeDegreeEmbedding(nn.Module):
-    """Shape: edge features (E, F), envelope (E,) -> (N, (lmax+1)^2, C)."""
+def sum_over_edges(alpha: torch.Tensor, harmonics: torch.Tensor, receivers: torch.Tensor, n: int) -> torch.Tensor:
+    """out[i, m, c] = sum over edges e of receiver i of alpha[e, c] * harmonics[e, m], one component m at a
+    time, so no (E, M, C) tensor is formed. Shape: alpha (E, C), harmonics (E, M) -> (n, M, C)."""
+    blocks = [
+        alpha.new_zeros(n, alpha.shape[1]).index_add(0, receivers, alpha * harmonics[:, m, None])
+        for m in range(harmonics.shape[1])
+    ]
+    return torch.stack(blocks, dim=1)
 
-    def __init__(
-        self,
-        lmax: int,
-        channels: int,
-        edge_features: int,
-        avg_neighbours: float,
-        dense: bool = False,
-        backend: str = "auto",
-    ) -> None:
+
+class EdgeDegreeEmbedding(nn.Module):
+    """Shape: edge features (E, F), envelope (E,) -> (N, (lmax+1)^2, C). Parameters: one radial MLP and one
+    channel mixing W_l (C x C, scaled by 1 / sqrt(C)) per degree."""
+
+    def __init__(self, lmax: int, channels: int, edge_features: int, avg_neighbours: float) -> None:
         super().__init__()
-        self.lmax, self.avg_neighbours = lmax, avg_neighbours
+        self.lmax, self.channels, self.avg_neighbours = lmax, channels, avg_neighbours
         self.radial = nn.ModuleList(MLP((edge_features, channels, channels), layer_norm=True) for _ in range(lmax + 1))
-        self.convolutions = nn.ModuleList(
-            Wigner6jConvolution((0,), l, (l,), channels, channels, dense, backend) for l in range(lmax + 1)
-        )
+        self.mixing = nn.Parameter(torch.randn(lmax + 1, channels, channels))
 
     def forward(self, edge_features: torch.Tensor, envelope: torch.Tensor, context: GraphContext) -> torch.Tensor:
-        n_images, channels = context.image_positions.shape[0], self.radial[0][-1].out_features
-        ones = edge_features.new_ones(n_images, 1, channels)
+        receivers, n = context.graph.row, context.positions.shape[0]
+        weight = envelope[:, None] / self.avg_neighbours
         blocks = []
-        for l, (radial, convolution) in enumerate(zip(self.radial, self.convolutions, strict=True)):
-            alpha = radial(edge_features) * envelope[:, None] / context.distances[:, None] ** l / self.avg_neighbours
-            blocks.append(convolution(ones, alpha, context))
+        for l, radial in enumerate(self.radial):
+            # P^l(r) / |r|^l = c_l Y^l(r̂): the unit-vector harmonics, with the solid-harmonic constant
+            harmonics = spherical_harmonics(l, context.vectors) * solid_harmonic_coefficient(l)
+            summed = sum_over_edges(radial(edge_features) * weight, harmonics, receivers, n)
+            blocks.append(summed @ (self.mixing[l] / math.sqrt(self.channels)))
         return torch.cat(blocks, dim=1)

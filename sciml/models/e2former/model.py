@@ -37,6 +37,10 @@ class E2Former(nn.Module):
             l = 1 features (fast, not conservative; off by default).
         backend: kernel backend, ``"auto" | "reference" | "cpu" | "cuda"``.
         parity: O(3) (default) or SO(3) equivariance, see above.
+        frame_size: smallest edge (Å) of the spatial cells whose centres are the local origins of the
+            factorised convolution (default 2 x cutoff; see :mod:`sciml.models.e2former.context`). It bounds
+            the positions inside solid harmonics, which keeps float32 forces as precise on a 36 Å box as on a
+            small molecule. ``inf``: one frame per structure. Changes rounding only, never the result.
 
     Input: a graph batch with ``pos (N,3)``, ``numbers (N,)``, ``batch (N,)``, ``cell (B,3,3)``,
     ``edge_index (2,E)``, ``shifts (E,3)``. Output: ``{"energy": (B,), "energies": (N,), "features": (N,M,C)}``.
@@ -60,6 +64,7 @@ class E2Former(nn.Module):
         direct_force_head: bool = False,
         backend: str = "auto",
         parity: bool = True,
+        frame_size: float | None = None,
     ) -> None:
         super().__init__()
         self.config = {key: value for key, value in locals().items() if key not in ("self", "__class__")}
@@ -74,12 +79,13 @@ class E2Former(nn.Module):
             )
         self.register_buffer("energy_reference", reference.to(torch.get_default_dtype()))
         self.energy_scale = float(energy_scale)
+        self.frame_size = float(frame_size) if frame_size is not None else 2.0 * self.cutoff
         self.radial_basis = GaussianBasis(cutoff, radial_basis)
         self.receiver_embedding = nn.Embedding(len(self.species), radial_basis)
         self.sender_embedding = nn.Embedding(len(self.species), radial_basis)
         self.atom_embedding = nn.Embedding(len(self.species), channels)
         edge_features = 3 * radial_basis
-        self.edge_degree = EdgeDegreeEmbedding(lmax, channels, edge_features, avg_neighbours, dense, backend)
+        self.edge_degree = EdgeDegreeEmbedding(lmax, channels, edge_features, avg_neighbours)
         self.blocks = nn.ModuleList(
             TransformerBlock(
                 lmax, channels, heads, order, edge_features, hidden or 2 * channels, dense, backend, parity
@@ -111,7 +117,8 @@ class E2Former(nn.Module):
             n_structures,
             batch.edge_index,
             batch.shifts.to(batch.pos.dtype),
-            max(self.order, self.lmax),
+            self.order,
+            self.frame_size,
         )
         envelope = polynomial_envelope(context.distances, self.cutoff)
         edge_features = torch.cat(
