@@ -12,6 +12,7 @@ from torch import nn
 from sciml.nn.checkpoint import module_spec
 from sciml.nn.forces import ForceStressOutput
 from sciml.training.metrics import potential_errors
+from sciml.training.schedules import StageTwo, warmup_ema
 
 
 class PotentialModule(L.LightningModule):
@@ -23,7 +24,10 @@ class PotentialModule(L.LightningModule):
         loss: ``"mse"`` or ``"huber"`` (``huber_delta`` in label units).
         optimizer / scheduler: factories (LightningCLI ``class_path`` / ``init_args``).
         ema_decay: keep an exponential moving average of the weights (used for validation, testing
-            and saved checkpoints' ``ema_state_dict``); ``None`` disables it.
+            and saved checkpoints' ``ema_state_dict``) with decay min(ema_decay, (1 + n) / (10 + n)) after n
+            updates (warm-up); ``None`` disables it.
+        stage_two: ``{start_epoch, energy_weight, force_weight[, stress_weight][, lr]}``: from that epoch on,
+            these loss weights and a constant learning rate (MACE's last stage); ``None``: one stage.
         direct_forces: train and evaluate the model's direct-force head instead of -dE/dx (the model must
             be built with ``direct_force_head=True``); off by default.
 
@@ -43,6 +47,7 @@ class PotentialModule(L.LightningModule):
         scheduler: LRSchedulerCallable | None = None,
         ema_decay: float | None = None,
         direct_forces: bool = False,
+        stage_two: dict[str, float] | None = None,
     ) -> None:
         super().__init__()
         if loss not in ("mse", "huber"):
@@ -54,13 +59,22 @@ class PotentialModule(L.LightningModule):
         self.weights = {"energy": energy_weight, "forces": force_weight, "stress": stress_weight}
         self.loss_name, self.huber_delta = loss, huber_delta
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
+        self.stage_two = StageTwo.from_config(stage_two)
         self.ema = (
-            torch.optim.swa_utils.AveragedModel(
-                copy.deepcopy(model), multi_avg_fn=torch.optim.swa_utils.get_ema_multi_avg_fn(ema_decay)
-            )
+            torch.optim.swa_utils.AveragedModel(copy.deepcopy(model), multi_avg_fn=warmup_ema(ema_decay))
             if ema_decay
             else None
         )
+
+    def _in_model_dtype(self, batch):
+        """Floating-point fields of the batch in the model's dtype (float64 training with float32 data runs,
+        though exact float64 training wants ``data.dtype: float64`` too)."""
+        dtype = next(self.model.parameters()).dtype
+        for key in ("pos", "cell", "shifts", "energy", "forces", "stress"):
+            value = getattr(batch, key, None)
+            if isinstance(value, torch.Tensor) and value.is_floating_point() and value.dtype != dtype:
+                setattr(batch, key, value.to(dtype))
+        return batch
 
     def forward(self, batch, stress: bool = False) -> dict[str, torch.Tensor]:
         return self.potential(batch, forces=True, stress=stress)
@@ -90,11 +104,13 @@ class PotentialModule(L.LightningModule):
         return loss
 
     def training_step(self, batch, batch_idx: int) -> torch.Tensor:
+        batch = self._in_model_dtype(batch)
         loss = self._loss(batch, self._predict(batch, use_ema=False))
         self.log("train/loss", loss, prog_bar=True, batch_size=batch.num_graphs)
         return loss
 
     def _evaluate(self, batch, prefix: str) -> None:
+        batch = self._in_model_dtype(batch)
         outputs = self._predict(batch, use_ema=True)
         self.log(f"{prefix}/loss", self._loss(batch, outputs), batch_size=batch.num_graphs, sync_dist=True)
         for name, value in potential_errors(batch, outputs).items():
@@ -110,7 +126,7 @@ class PotentialModule(L.LightningModule):
 
     def predict_step(self, batch, batch_idx: int) -> dict[str, torch.Tensor]:
         with torch.inference_mode(False):
-            batch = batch.clone()
+            batch = self._in_model_dtype(batch.clone())
             model = self.ema.module if self.ema is not None else self.model
             outputs = ForceStressOutput(model, self.direct_forces).eval()(
                 batch, forces=True, stress=bool(batch.pbc.all())
@@ -121,13 +137,31 @@ class PotentialModule(L.LightningModule):
         if self.ema is not None:
             self.ema.update_parameters(self.model)
 
+    def on_train_epoch_start(self) -> None:
+        stage = self.stage_two
+        if stage is not None and self.current_epoch >= stage.start_epoch:
+            self.weights["energy"], self.weights["forces"] = stage.energy_weight, stage.force_weight
+            if stage.stress_weight is not None:
+                self.weights["stress"] = stage.stress_weight
+
+    def on_train_batch_start(self, batch, batch_idx: int) -> None:
+        stage = self.stage_two
+        if stage is not None and stage.lr is not None and self.current_epoch >= stage.start_epoch:
+            for optimizer in self.trainer.optimizers:  # overrides any scheduler from here on
+                for group in optimizer.param_groups:
+                    group["lr"] = stage.lr
+
     def configure_optimizers(self):
         optimizer = self.optimizer_factory(self.model.parameters())
         if self.scheduler_factory is None:
             return optimizer
+        scheduler = self.scheduler_factory(optimizer)
+        if hasattr(scheduler, "set_total_steps"):
+            scheduler.set_total_steps(self.trainer.estimated_stepping_batches)
+        interval = getattr(scheduler, "interval", "epoch")
         return {
             "optimizer": optimizer,
-            "lr_scheduler": {"scheduler": self.scheduler_factory(optimizer), "monitor": "val/loss"},
+            "lr_scheduler": {"scheduler": scheduler, "monitor": "val/loss", "interval": interval},
         }
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
