@@ -11,15 +11,17 @@ from sciml.nn.mlp import MLP
 
 
 class MolecularEncoder(nn.Module):
-    """Graph batch (B structures) -> (B, output_dim) functions invariant under rotations, translations
-    and permutations of equal atoms.
+    """Graph batch (B structures) -> (B, output_dim) functions invariant under rotations, translations,
+    permutations of equal atoms and (with ``parity``, the default) reflections.
 
     The l = 0 channels of E2Former's last-layer features (N, C) are mean- or sum-pooled per structure and
     mapped by an MLP. ``species`` and ``cutoff`` (Å) are linked from the data module by ``sciml fit``.
 
     Args:
         species: atomic numbers. cutoff: neighbour radius in Å. output_dim: learned functions (k - 1).
-        channels, lmax, layers, heads, radial_basis, avg_neighbours, backend: E2Former backbone settings.
+        channels, lmax, layers, heads, radial_basis, avg_neighbours, backend, parity: E2Former backbone
+            settings (``parity=False``: rotation-invariant only, so pseudo-scalars such as the handedness
+            of a chiral centre are directly available).
         hidden: widths of the MLP head. pooling: ``"mean"`` or ``"sum"`` over the atoms of a structure.
     """
 
@@ -37,6 +39,7 @@ class MolecularEncoder(nn.Module):
         hidden: tuple[int, ...] = (64,),
         pooling: str = "mean",
         backend: str = "auto",
+        parity: bool = True,
     ) -> None:
         super().__init__()
         self.config = {key: value for key, value in locals().items() if key not in ("self", "__class__")}
@@ -53,6 +56,7 @@ class MolecularEncoder(nn.Module):
             radial_basis=radial_basis,
             avg_neighbours=avg_neighbours,
             backend=backend,
+            parity=parity,
         )
         self.backbone.energy_head.requires_grad_(False)  # the energy readout is not used here
         self.head = MLP((channels, *hidden, output_dim))

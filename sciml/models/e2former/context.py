@@ -47,6 +47,22 @@ def local_frames(positions: torch.Tensor, structure: torch.Tensor, n_structures:
     return cell, origin
 
 
+def unique_rows(key: torch.Tensor) -> tuple[int, torch.Tensor, torch.Tensor]:
+    """Distinct rows of a (E, k) tensor by k stable sorts (``torch.unique(dim=0)`` compares rows one by one
+    on the CPU: 1 s for 170 000 edges). Returns (count, inverse (E,) row -> distinct id, first (count,) one
+    row of each distinct id). Ids follow the lexicographic order of the rows."""
+    order = torch.arange(key.shape[0], device=key.device)
+    for column in reversed(range(key.shape[1])):
+        order = order[torch.argsort(key[order, column], stable=True)]
+    ordered = key[order]
+    starts = torch.ones(key.shape[0], dtype=torch.bool, device=key.device)
+    starts[1:] = (ordered[1:] != ordered[:-1]).any(dim=1)
+    group = torch.cumsum(starts, 0) - 1
+    inverse = torch.empty_like(group)
+    inverse[order] = group
+    return int(starts.sum()), inverse, order[starts]
+
+
 @dataclass
 class GraphContext:
     """Attributes (N atoms, S frame images, E edges in receiver order):
@@ -86,14 +102,13 @@ class GraphContext:
         cell, origin = local_frames(positions, structure, n_structures, frame_size)
         local = positions - origin
         receivers, senders = edge_index
-        key = torch.cat([senders[:, None].to(shifts.dtype), shifts.detach(), cell[receivers, None].to(shifts.dtype)], 1)
-        unique, image_of_edge = torch.unique(key, dim=0, return_inverse=True)
-        representative = torch.zeros(unique.shape[0], dtype=torch.int64, device=positions.device)
-        representative.scatter_(0, image_of_edge, torch.arange(image_of_edge.numel(), device=positions.device))
+        # (sender, shift, receiver's cell) in float64: atom and cell ids stay exact up to 2^53
+        key = torch.cat([senders[:, None].double(), shifts.detach().double(), cell[receivers, None].double()], 1)
+        n_images, image_of_edge, representative = unique_rows(key)
         image_atom = senders[representative]
         frame_origin = origin[receivers[representative]]
         image_positions = (positions[image_atom] - frame_origin) + shifts[representative]
-        graph, order = EdgeGraph.from_edges(receivers, image_of_edge, positions.shape[0], unique.shape[0])
+        graph, order = EdgeGraph.from_edges(receivers, image_of_edge, positions.shape[0], n_images)
         vectors = image_positions[graph.col] - local[graph.row]
         return cls(
             positions=local,
