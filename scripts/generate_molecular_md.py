@@ -48,6 +48,7 @@ def main() -> None:
     parser.add_argument("--temperature", type=float, default=500.0, help="K")
     parser.add_argument("--friction", type=float, default=0.01, help="1/fs")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--equilibrate", type=int, default=0, help="steps run (and discarded) before recording")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
 
@@ -65,6 +66,7 @@ def main() -> None:
         fixcm=False,
         rng=np.random.default_rng(args.seed + 1),
     )
+    dyn.run(args.equilibrate)
     frames: list[Atoms] = []
 
     def record() -> None:
@@ -76,7 +78,7 @@ def main() -> None:
 
     dyn.attach(record, interval=args.every)
     start = time.perf_counter()
-    dyn.run(args.steps)
+    dyn.run(args.steps)  # records every n-th step (and step 0 when not equilibrated first)
     elapsed = time.perf_counter() - start
     ase.io.write(args.out, frames, format="extxyz")
     write_provenance(
@@ -88,6 +90,7 @@ def main() -> None:
         timestep_fs=args.timestep,
         friction_per_fs=args.friction,
         steps=args.steps,
+        equilibration_steps=args.equilibrate,
         keep_every=args.every,
         frames=len(frames),
         seed=args.seed,

@@ -22,7 +22,9 @@ class AtomsDataModule(L.LightningDataModule):
     """Frames (``lagtime=None``) or pairs ``(frame t, frame t + lagtime)`` from ASE trajectory files.
 
     Args:
-        paths: a ``.traj``/extxyz/``.db`` file, a folder of them, or a list of either.
+        paths: a ``.traj``/extxyz/``.db`` file, a folder of them, or a list of either, dealt to the splits by
+            ``split``. Or, instead, ``train_paths`` / ``val_paths`` / ``test_paths``: explicit splits, each
+            file whole in the split it is named for (the three files most datasets ship as).
         cutoff: neighbour-list radius (Å), linked into the model.
         lagtime: ``None`` for labelled frames; else the lag in frames, pairs never cross trajectories.
         species: elements the model knows (symbols or numbers); default: those in the data.
@@ -40,8 +42,8 @@ class AtomsDataModule(L.LightningDataModule):
 
     def __init__(
         self,
-        paths: str | list[str],
-        cutoff: float,
+        paths: str | list[str] | None = None,
+        cutoff: float = 5.0,
         lagtime: int | None = None,
         species: list[str | int] | None = None,
         labels: list[str] | None = None,
@@ -56,8 +58,17 @@ class AtomsDataModule(L.LightningDataModule):
         predict_paths: str | list[str] | None = None,
         neighbor_backend: str = "vesin",
         dtype: str = "float32",
+        train_paths: str | list[str] | None = None,
+        val_paths: str | list[str] | None = None,
+        test_paths: str | list[str] | None = None,
     ) -> None:
         super().__init__()
+        explicit = {"train": train_paths, "val": val_paths, "test": test_paths}
+        if paths is not None and any(v is not None for v in explicit.values()):
+            raise DataError("give either data.paths (with split) or data.train_paths/val_paths/test_paths, not both")
+        if paths is None and train_paths is None:
+            raise DataError("data needs paths (dealt to the splits by split) or train_paths (explicit splits)")
+        self.explicit = explicit if paths is None else None
         if dtype not in ("float32", "float64"):
             raise ValueError(f"data dtype must be 'float32' or 'float64', got '{dtype}'")
         self.dtype = getattr(torch, dtype)
@@ -77,7 +88,7 @@ class AtomsDataModule(L.LightningDataModule):
     # --- loading (lazy: the CLI links species / energy reference before Lightning calls setup) ---
     @cached_property
     def _loaded(self) -> tuple[list[str], list[list[dict[str, np.ndarray]]], list[int]]:
-        trajectories = read_trajectories(self.paths)
+        trajectories = read_trajectories(self.paths) if self.explicit is None else self._explicit_trajectories
         species = self._species_arg or sorted({int(z) for t in trajectories for a in t.frames for z in a.numbers})
         records = [
             [read_frame(a, t.source, f, species, self.keys, self.required) for f, a in enumerate(t.frames)]
@@ -101,14 +112,29 @@ class AtomsDataModule(L.LightningDataModule):
         return list(self._loaded[2])
 
     @cached_property
+    def _explicit_groups(self) -> dict[str, list]:
+        return {name: read_trajectories(p) if p is not None else [] for name, p in self.explicit.items()}
+
+    @property
+    def _explicit_trajectories(self) -> list:
+        return [t for group in self._explicit_groups.values() for t in group]
+
+    @cached_property
     def segments(self):
-        return split_segments([len(r) for r in self.records], self.split, self.seed)
+        if self.explicit is None:
+            return split_segments([len(r) for r in self.records], self.split, self.seed)
+        segments, first = {}, 0
+        for name, group in self._explicit_groups.items():
+            segments[name] = [Segment(first + k, 0, len(t.frames)) for k, t in enumerate(group)]
+            first += len(group)
+        return segments
 
     @property
     def split_record(self) -> dict:
         """Which trajectory ranges went where, with the seed: enough to reproduce the split."""
         return {
             "seed": self.seed,
+            "mode": "fractions" if self.explicit is None else "explicit files",
             **{
                 name: [(self.sources[s.trajectory], s.start, s.stop) for s in segs]
                 for name, segs in self.segments.items()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import ase.io
 import numpy as np
 import pytest
@@ -98,3 +100,36 @@ def test_array_datamodule_from_system_and_file(tmp_path):
         _ = ArrayDataModule(path=str(tmp_path / "bad.npz")).trajectories
     with pytest.raises(DataError, match="lagtime 1000 >= trajectory length 1000"):
         _ = ArrayDataModule(system=system, n_steps=1000, lagtime=1000).trajectories
+
+
+def test_explicit_train_val_test_files(tmp_path, cu_frames, molecule_frames):
+    """Each file whole in the split it is named for (no dealing by seed), statistics from train only."""
+    ase.io.write(tmp_path / "train.extxyz", cu_frames)
+    ase.io.write(tmp_path / "valid.extxyz", molecule_frames[:3])
+    ase.io.write(tmp_path / "test.extxyz", molecule_frames[3:])
+    dm = AtomsDataModule(
+        train_paths=str(tmp_path / "train.extxyz"),
+        val_paths=str(tmp_path / "valid.extxyz"),
+        test_paths=[str(tmp_path / "test.extxyz")],
+        cutoff=3.0,
+        batch_size=4,
+    )
+    record = dm.split_record
+    assert record["mode"] == "explicit files"
+    assert [Path(s).name for s, _, _ in record["train"]] == ["train.extxyz"]
+    assert record["val"][0][1:] == (0, 3) and record["test"][0][1:] == (0, len(molecule_frames) - 3)
+    assert dm.species == [1, 6, 8, 29]
+    assert sum(b.num_graphs for b in dm.train_dataloader()) == len(cu_frames)
+    assert sum(b.num_graphs for b in dm.val_dataloader()) == 3
+    assert sum(b.num_graphs for b in dm.test_dataloader()) == len(molecule_frames) - 3
+    cu_only = AtomsDataModule(paths=str(tmp_path / "train.extxyz"), cutoff=3.0, split=(1.0, 0.0, 0.0))
+    assert dm.force_rms == pytest.approx(cu_only.force_rms)  # training files only
+
+
+def test_explicit_and_dealt_splits_exclude_each_other(tmp_path, cu_frames):
+    ase.io.write(tmp_path / "cu.traj", cu_frames)
+    path = str(tmp_path / "cu.traj")
+    with pytest.raises(DataError, match="not both"):
+        AtomsDataModule(paths=path, train_paths=path, cutoff=3.0)
+    with pytest.raises(DataError, match="needs paths"):
+        AtomsDataModule(val_paths=path, cutoff=3.0)
