@@ -15,11 +15,25 @@ Conventions (fixed once, used everywhere):
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from fractions import Fraction
 from functools import cache
 
 import torch
 from e3nn import o3
+
+
+@contextmanager
+def float64_default() -> Iterator[None]:
+    """Build e3nn modules inside this block: they compute their coefficient buffers in the default dtype at
+    construction, and float32 buffers cast to float64 later stay float32-accurate."""
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(previous)
 
 
 def spherical_harmonics(l: int, vectors: torch.Tensor) -> torch.Tensor:

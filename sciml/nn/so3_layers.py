@@ -7,6 +7,8 @@ import math
 import torch
 from torch import nn
 
+from sciml.equivariant.so3 import float64_default
+
 
 def degree_slices(lmax: int) -> list[slice]:
     return [slice(l * l, (l + 1) ** 2) for l in range(lmax + 1)]
@@ -84,3 +86,33 @@ class GatedFeedForward(nn.Module):
         blocks = [nn.functional.silu(y[:, :1])]
         blocks += [y[:, s] * gates[:, None, l] for l, s in enumerate(degree_slices(self.lmax)[1:])]
         return self.down(torch.cat(blocks, dim=1))
+
+
+class S2FeedForward(nn.Module):
+    """SO3Linear -> separable S2 activation -> SO3Linear (EquiformerV2's and E2Former's default FFN).
+
+    The scalars pass through SiLU; every degree together is evaluated on a grid of points on the sphere
+    (e3nn ``ToS2Grid``, ``resolution`` latitudes x 2 ``resolution`` longitudes), SiLU is applied point by
+    point and the l > 0 part is projected back (``FromS2Grid``). Exact under inversion (the grid is symmetric
+    under n -> -n), equivariant under rotations only up to the grid's aliasing (measured in the tests).
+
+    Shape: (N, (lmax + 1)^2, C) -> same.
+    """
+
+    def __init__(self, lmax: int, channels: int, hidden: int, resolution: int = 18) -> None:
+        super().__init__()
+        from e3nn import o3
+
+        self.lmax = lmax
+        self.up = SO3Linear(lmax, channels, hidden)
+        self.down = SO3Linear(lmax, hidden, channels)
+        grid = (resolution, 2 * resolution)
+        with float64_default():  # float64 grids: float32 ones limit the float64 model to 1e-7
+            self.to_grid = o3.ToS2Grid(lmax, grid, normalization="component")
+            self.from_grid = o3.FromS2Grid(grid, lmax, normalization="component")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.up(x)
+        on_grid = self.to_grid(y.transpose(1, 2))  # (N, H, beta, alpha)
+        back = self.from_grid(nn.functional.silu(on_grid)).transpose(1, 2)  # (N, M, H)
+        return self.down(torch.cat([nn.functional.silu(y[:, :1]), back[:, 1:]], dim=1))

@@ -8,9 +8,11 @@ import copy
 import pytest
 import torch
 
+from sciml.equivariant.so3 import random_rotation, wigner_d
 from sciml.models import E2Former
 from sciml.models.baselines import use_edge_convolutions
 from sciml.nn.forces import ForceStressOutput
+from sciml.nn.so3_layers import S2FeedForward
 from sciml.testing import (
     EnergyModelTests,
     graph_batch,
@@ -26,17 +28,17 @@ SPECIES = [1, 6, 8, 29]
 
 def make_e2former(dtype=torch.float64, order: int = 1, **kwargs) -> E2Former:
     torch.manual_seed(0)
+    settings = {"channels": 8, **kwargs}
     model = E2Former(
         SPECIES,
         cutoff=4.0,
-        channels=8,
         lmax=2,
         layers=2,
         heads=2,
         order=order,
         radial_basis=8,
         avg_neighbours=4.0,
-        **kwargs,
+        **settings,
     )
     return randomise_output_head(model).to(dtype).eval()
 
@@ -55,6 +57,20 @@ def test_so3_only_model_breaks_mirror_symmetry():
     assert relative(potential(moved(batch, mirror))["energy"], potential(batch)["energy"]) > 1e-8
 
 
+class TestE2FormerAllOrders(EnergyModelTests):
+    """Orders 0, 1, 2 at widths C, C/2, C/4, gated (the paper's all-order attention)."""
+
+    def make_model(self, dtype):
+        return make_e2former(dtype, order="all", channels=16)
+
+
+class TestE2FormerS2FeedForward(EnergyModelTests):
+    """The grid feed-forward at a resolution where aliasing is below the 1e-10 tolerance (8e-13 at 36)."""
+
+    def make_model(self, dtype):
+        return make_e2former(dtype, feed_forward="s2", s2_resolution=36)
+
+
 class TestE2FormerSecondOrder(EnergyModelTests):
     def make_model(self, dtype):
         return make_e2former(dtype, order=2)
@@ -68,7 +84,7 @@ STRUCTURES = {
 
 
 @pytest.mark.parametrize("parity", [True, False])
-@pytest.mark.parametrize("order", [0, 1, 2])
+@pytest.mark.parametrize("order", [0, 1, 2, "all"])
 @pytest.mark.parametrize("name", sorted(STRUCTURES))
 def test_factorised_equals_dense_and_e3nn_edge_products(name, order, parity):
     """With parity the e3nn baseline carries real parities (0e, 1o, 2e), so e3nn checks every path too."""
@@ -128,3 +144,24 @@ def test_direct_force_head_is_equivariant_and_trains():
     loss = module.training_step(batch, 0)
     loss.backward()
     assert model.force_head.weight.grad.abs().sum() > 0
+
+
+def test_s2_feed_forward_rotation_error_is_aliasing_only():
+    """At the paper's resolution 18 the grid activation is equivariant to ~1e-7 under rotations (aliasing,
+    shrinking with the grid: ~1e-12 at 36) and exactly under inversion (the grid is symmetric under n -> -n)."""
+    rotation = random_rotation(generator=torch.Generator().manual_seed(1))
+    rotate = torch.block_diag(*[wigner_d(l, rotation) for l in range(3)])
+    invert = torch.diag(torch.tensor([(-1.0) ** l for l in range(3) for _ in range(2 * l + 1)], dtype=torch.float64))
+    x = torch.randn(6, 9, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    errors = {}
+    for resolution in (18, 36):
+        torch.manual_seed(0)
+        layer = S2FeedForward(2, 8, 16, resolution).double()
+        with torch.no_grad():
+            for name, matrix in (("rotation", rotate), ("inversion", invert)):
+                moved_in = layer(torch.einsum("ij,njc->nic", matrix, x))
+                moved_out = torch.einsum("ij,njc->nic", matrix, layer(x))
+                errors[name, resolution] = relative(moved_in, moved_out)
+    assert 1e-10 < errors["rotation", 18] < 1e-6
+    assert errors["rotation", 36] < 1e-11
+    assert errors["inversion", 18] < 1e-13 and errors["inversion", 36] < 1e-13

@@ -13,7 +13,7 @@ from e3nn import o3
 from torch import nn
 
 from sciml.equivariant.operations import ChannelMixing
-from sciml.equivariant.so3 import solid_harmonics
+from sciml.equivariant.so3 import float64_default, solid_harmonics
 from sciml.equivariant.tensor_product import mixing_layout
 from sciml.models.e2former.context import GraphContext
 
@@ -58,11 +58,8 @@ class EdgeTensorProductConvolution(nn.Module):
             for a in self.layout.paths[J]:
                 instructions.append((self.in_degrees.index(a), 0, len(irreps_out), "uvu", False))
                 irreps_out.append((channels_in, irrep(J)))
-        # e3nn computes its Clebsch-Gordan buffers in the default dtype at construction: build them in float64
-        # (cast the module to the working dtype afterwards, as use_edge_convolutions does).
-        previous = torch.get_default_dtype()
-        torch.set_default_dtype(torch.float64)
-        try:
+        # cast the module to the working dtype afterwards, as use_edge_convolutions does
+        with float64_default():
             self.product = o3.TensorProduct(
                 irreps_in,
                 o3.Irreps([(1, irrep(order))]),
@@ -71,8 +68,6 @@ class EdgeTensorProductConvolution(nn.Module):
                 irrep_normalization="component",
                 path_normalization="none",
             )
-        finally:
-            torch.set_default_dtype(previous)
         self.mixing = ChannelMixing(self.layout, channels_in, channels_out)
 
     def forward(self, values: torch.Tensor, alpha: torch.Tensor, context: GraphContext) -> torch.Tensor:

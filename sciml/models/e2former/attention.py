@@ -13,6 +13,50 @@ from sciml.nn.mlp import MLP
 from sciml.nn.scatter import envelope_softmax
 from sciml.nn.so3_layers import Invariants, SO3Linear
 
+ALL_ORDERS = (0, 1, 2)
+
+
+def attention_orders(order: int | str) -> tuple[int, ...]:
+    """``0 | 1 | 2`` -> that order alone; ``"all"`` -> (0, 1, 2)."""
+    if order == "all":
+        return ALL_ORDERS
+    if int(order) not in ALL_ORDERS:
+        raise ValueError(f"attention order must be 0, 1, 2 or 'all', got {order!r}")
+    return (int(order),)
+
+
+class OrderBranch(nn.Module):
+    """One attention order L at width W: value projection C -> W, per-channel radial filter, and the
+    factorised convolution sum_j alpha_ij ⊙ W_mix [v_j ⊗ P^L(r_ij)] / |r_ij|^L.
+
+    Shape: h (N, M, C), attention weights (E, H), edge features (E, F) -> (N, M, W).
+    """
+
+    def __init__(
+        self,
+        lmax: int,
+        channels: int,
+        width: int,
+        order: int,
+        edge_features: int,
+        dense: bool,
+        backend: str,
+        parity: bool,
+    ) -> None:
+        super().__init__()
+        self.order, self.width = order, width
+        self.radial = MLP((edge_features, channels, width), layer_norm=True)
+        self.value = SO3Linear(lmax, channels, width)
+        degrees = tuple(range(lmax + 1))
+        self.convolution = Wigner6jConvolution(degrees, order, degrees, width, width, dense, backend, parity)
+
+    def forward(
+        self, h: torch.Tensor, weights: torch.Tensor, edge_features: torch.Tensor, context: GraphContext
+    ) -> torch.Tensor:
+        per_channel = weights.repeat_interleave(self.width // weights.shape[1], dim=1) * self.radial(edge_features)
+        alpha = per_channel / context.distances[:, None] ** self.order
+        return self.convolution(self.value(h)[context.image_atom], alpha, context)
+
 
 class Wigner6jAttention(nn.Module):
     """alpha_ij = softmax_j[(q_i . k_j) / sqrt(d) * MLP_h(edge)] (envelope-weighted) * radial_c(edge) / |r_ij|^L,
@@ -20,7 +64,9 @@ class Wigner6jAttention(nn.Module):
 
     Args:
         lmax: feature degrees 0..lmax. channels: C. heads: attention heads (C divisible by heads).
-        order: attention order L (0, 1 or 2; 1 is the default of the model).
+        order: attention order L (0, 1 or 2; 1 is the default of the model), or ``"all"``: orders 0, 1 and 2
+            at widths C, C/2 and C/4 (the paper's all-order attention), each gated per channel by a sigmoid of
+            the receiver's scalars before the shared output projection. The softmax weights are shared.
         edge_features: size of the invariant edge features (radial basis + species embeddings).
         head_dim: query/key size per head. dense / backend / parity: see :class:`Wigner6jConvolution`.
 
@@ -32,7 +78,7 @@ class Wigner6jAttention(nn.Module):
         lmax: int,
         channels: int,
         heads: int,
-        order: int,
+        order: int | str,
         edge_features: int,
         head_dim: int = 16,
         dense: bool = False,
@@ -40,9 +86,11 @@ class Wigner6jAttention(nn.Module):
         parity: bool = True,
     ) -> None:
         super().__init__()
-        if channels % heads:
-            raise ValueError(f"channels ({channels}) must be divisible by heads ({heads})")
-        self.heads, self.head_dim, self.order, self.channels = heads, head_dim, order, channels
+        orders = attention_orders(order)
+        widths = [channels >> k for k in range(len(orders))]
+        if any(width % heads for width in widths):
+            raise ValueError(f"attention widths {widths} must be divisible by heads ({heads})")
+        self.heads, self.head_dim = heads, head_dim
         invariant_size = (lmax + 1) * head_dim
         self.query = nn.Sequential(
             Invariants(lmax, channels, head_dim), MLP((invariant_size, channels, heads * head_dim))
@@ -51,11 +99,12 @@ class Wigner6jAttention(nn.Module):
             Invariants(lmax, channels, head_dim), MLP((invariant_size, channels, heads * head_dim))
         )
         self.edge_logit = MLP((edge_features, channels, heads), layer_norm=True)
-        self.radial = MLP((edge_features, channels, channels), layer_norm=True)
-        self.value = SO3Linear(lmax, channels, channels)
-        degrees = tuple(range(lmax + 1))
-        self.convolution = Wigner6jConvolution(degrees, order, degrees, channels, channels, dense, backend, parity)
-        self.output = SO3Linear(lmax, channels, channels)
+        self.branches = nn.ModuleList(
+            OrderBranch(lmax, channels, width, L, edge_features, dense, backend, parity)
+            for L, width in zip(orders, widths, strict=True)
+        )
+        self.gates = nn.Linear(channels, sum(widths)) if len(orders) > 1 else None
+        self.output = SO3Linear(lmax, sum(widths), channels)
 
     def forward(
         self, h: torch.Tensor, edge_features: torch.Tensor, envelope: torch.Tensor, context: GraphContext
@@ -66,7 +115,7 @@ class Wigner6jAttention(nn.Module):
         k = self.key(h).reshape(-1, self.heads, self.head_dim)
         logits = (q[graph.row] * k[senders]).sum(-1) / math.sqrt(self.head_dim) * self.edge_logit(edge_features)
         weights = envelope_softmax(logits, envelope, graph.row, graph.n_receivers)  # (E, H)
-        per_channel = weights.repeat_interleave(self.channels // self.heads, dim=1) * self.radial(edge_features)
-        alpha = per_channel / context.distances[:, None] ** self.order
-        values = self.value(h)[context.image_atom]
-        return self.output(self.convolution(values, alpha, context))
+        messages = torch.cat([branch(h, weights, edge_features, context) for branch in self.branches], dim=2)
+        if self.gates is not None:
+            messages = messages * torch.sigmoid(self.gates(h[:, 0]))[:, None, :]
+        return self.output(messages)

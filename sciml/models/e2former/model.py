@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from sciml.models.e2former.attention import attention_orders
 from sciml.models.e2former.blocks import TransformerBlock
 from sciml.models.e2former.context import GraphContext
 from sciml.models.e2former.embedding import EdgeDegreeEmbedding
@@ -28,7 +29,9 @@ class E2Former(nn.Module):
         species: atomic numbers the model knows (linked from ``data.species``).
         cutoff: neighbour radius in Å (linked from ``data.cutoff``).
         channels: C. lmax: highest feature degree. layers: transformer blocks. heads: attention heads.
-        order: attention order L (default 1). radial_basis: Gaussians on [0, cutoff].
+        order: attention order L (0, 1 or 2; default 1) or ``"all"`` (orders 0, 1, 2 at widths C, C/2, C/4,
+            gated; see :class:`~sciml.models.e2former.attention.Wigner6jAttention`). radial_basis: Gaussians
+            on [0, cutoff].
         hidden: feed-forward width (default 2 C). avg_neighbours: normaliser of the edge-degree embedding.
         energy_reference: per-species energies in eV aligned with ``species`` (linked from the data).
         energy_scale: eV per unit of network output (linked from ``data.force_rms``).
@@ -37,6 +40,8 @@ class E2Former(nn.Module):
             l = 1 features (fast, not conservative; off by default).
         backend: kernel backend, ``"auto" | "reference" | "cpu" | "cuda"``.
         parity: O(3) (default) or SO(3) equivariance, see above.
+        feed_forward / s2_resolution: ``"gate"`` (default) or the paper's ``"s2"`` grid feed-forward, see
+            :class:`~sciml.models.e2former.blocks.TransformerBlock`.
         frame_size: smallest edge (Å) of the spatial cells whose centres are the local origins of the
             factorised convolution (default 2 x cutoff; see :mod:`sciml.models.e2former.context`). It bounds
             the positions inside solid harmonics, which keeps float32 forces as precise on a 36 Å box as on a
@@ -54,7 +59,7 @@ class E2Former(nn.Module):
         lmax: int = 2,
         layers: int = 4,
         heads: int = 4,
-        order: int = 1,
+        order: int | str = 1,
         radial_basis: int = 32,
         hidden: int | None = None,
         avg_neighbours: float = 16.0,
@@ -65,10 +70,13 @@ class E2Former(nn.Module):
         backend: str = "auto",
         parity: bool = True,
         frame_size: float | None = None,
+        feed_forward: str = "gate",
+        s2_resolution: int = 18,
     ) -> None:
         super().__init__()
         self.config = {key: value for key, value in locals().items() if key not in ("self", "__class__")}
         self.species, self.cutoff, self.order, self.lmax = list(species), float(cutoff), order, lmax
+        self.max_order = max(attention_orders(order))
         lookup = torch.full((119,), -1, dtype=torch.int64)
         lookup[torch.tensor(self.species)] = torch.arange(len(self.species))
         self.register_buffer("species_index", lookup, persistent=False)
@@ -88,7 +96,17 @@ class E2Former(nn.Module):
         self.edge_degree = EdgeDegreeEmbedding(lmax, channels, edge_features, avg_neighbours)
         self.blocks = nn.ModuleList(
             TransformerBlock(
-                lmax, channels, heads, order, edge_features, hidden or 2 * channels, dense, backend, parity
+                lmax,
+                channels,
+                heads,
+                order,
+                edge_features,
+                hidden or 2 * channels,
+                dense,
+                backend,
+                parity,
+                feed_forward,
+                s2_resolution,
             )
             for _ in range(layers)
         )
@@ -117,7 +135,7 @@ class E2Former(nn.Module):
             n_structures,
             batch.edge_index,
             batch.shifts.to(batch.pos.dtype),
-            self.order,
+            self.max_order,
             self.frame_size,
         )
         envelope = polynomial_envelope(context.distances, self.cutoff)
