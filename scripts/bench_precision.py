@@ -1,24 +1,25 @@
 """Float32 force precision of E2Former on periodic boxes of growing size, with and without local frames.
 
 Carbon on an fcc lattice (a = 3.61 Å, rattled by 0.05 Å), cutoff 5 Å (~42 neighbours), one random-weight
-E2Former (C 32, lmax 2, 2 layers, the defaults otherwise) built twice with the same weights: local frames
-(``frame_size`` default, 2 x cutoff) and one frame per structure (``frame_size=inf``: positions centred,
-the behaviour before local frames). Per box:
+E2Former (C 32, lmax 2, 2 layers, the defaults otherwise) built three times with the same weights: the
+default local frames (``frame_size`` = 4 x cutoff: boxes under 40 Å keep one frame), frames of 2 x cutoff,
+and one centred frame per structure (``frame_size=inf``, the behaviour before local frames). Per box:
 
 - total error: max |F32(x32) - F64(x)| / max |F64(x)|, float32 model on float32 positions against float64 on
   the exact positions (what a float32 MD run sees);
-- arithmetic error: the same against F64(x32), float64 on the float32-rounded positions: the error of the
-  computation alone. The difference is the rounding of the input positions (|x| up to the box size),
-  which no float32 code avoids; its size depends on how steep the (untrained, random) model is;
-- time of one float32 energy + forces call (median of repeats, 2 threads).
+- arithmetic error: the same (max, and RMS over all components) against F64(x32), float64 on the
+  float32-rounded positions: the error of the computation alone. The difference is the rounding of the
+  input positions (|x| up to the box size), which no float32 code avoids; its effect depends on how steep
+  the (untrained, random) model is.
 
-Then the cost of the local frames: full-model time at 4000 atoms and peak memory (fresh process), the
-number of frame images against sender images, and one attention layer forward + backward.
+Then the cost at 4000 atoms: full-model float32 energy + forces (the variants timed round-robin), peak
+memory (fresh process), sender images, and one attention layer forward + backward.
 
     python scripts/bench_precision.py [--sizes 3 6 10 13 20]   # fcc repeats: 108 ... 32000 atoms
 
 Last line: RESULT f32_force_rel_err_4000=<x> f32_error_growth_108_to_<N>=<x> time_ratio_local_frames=<x>
-(plus the arithmetic-error keys), N the largest box that fitted in memory.
+(plus the arithmetic-error keys), N the largest box that fitted in memory (boxes are skipped when the
+float64 reference would not fit).
 """
 
 from __future__ import annotations
@@ -26,12 +27,15 @@ from __future__ import annotations
 import argparse
 import copy
 import math
+import statistics
 import time
 
 import torch
 from _bench_utils import median_time, peak_memory
 
 CUTOFF = 5.0
+# label -> frame_size: the default (4 x cutoff), frames of 2 x cutoff, and one centred frame per structure
+VARIANTS = {"default": None, "2xcut": 2 * CUTOFF, "centred": math.inf}
 
 
 def box(repeat: int):
@@ -80,19 +84,19 @@ def available_bytes() -> int:
     return 0
 
 
-def precision_rows(sizes: list[int], repeats: int) -> dict:
+def precision_rows(sizes: list[int]) -> dict:
     import resource
 
     rows, per_atom_bytes = {}, None
-    header = ("atoms", "box Å", "frames", "total max", "arith max", "arith rms", "f32 ms")
-    print("{:>6} {:>6} {:>7} {:>10} {:>10} {:>10} {:>8}".format(*header))
+    header = ("atoms", "box Å", "frames", "total max", "arith max", "arith rms")
+    print("{:>6} {:>6} {:>7} {:>10} {:>10} {:>10}".format(*header))
     for repeat in sizes:
         n = 4 * repeat**3
         if per_atom_bytes is not None and per_atom_bytes * n > 0.9 * available_bytes():
             print(f"{n:>6} skipped: needs about {per_atom_bytes * n / 2**30:.1f} GiB")
             continue
         exact, single, rounded = batches(repeat)
-        for label, frame_size in (("local", None), ("centred", math.inf)):
+        for label, frame_size in VARIANTS.items():
             model64 = make_model(frame_size, torch.float64)
             model32 = copy.deepcopy(model64).float()
             f_exact, f_rounded, f_single = forces(model64, exact), forces(model64, rounded), forces(model32, single)
@@ -100,27 +104,39 @@ def precision_rows(sizes: list[int], repeats: int) -> dict:
             total = float((f_single - f_exact).abs().max() / scale)
             arith = float((f_single - f_rounded).abs().max() / f_rounded.abs().max())
             rms = float((f_single - f_rounded).pow(2).mean().sqrt() / f_rounded.pow(2).mean().sqrt())
-            seconds = median_time(lambda m=model32, b=single: forces(m, b), repeats if n <= 4000 else 1, "cpu")
-            rows[(n, label)] = {"total": total, "arith": arith, "rms": rms, "seconds": seconds}
+            rows[(n, label)] = {"total": total, "arith": arith, "rms": rms}
             side = float(exact.cell[0, 0, 0])
-            print(f"{n:>6} {side:>6.1f} {label:>7} {total:>10.2e} {arith:>10.2e} {rms:>10.2e} {seconds * 1e3:>8.0f}")
+            print(f"{n:>6} {side:>6.1f} {label:>7} {total:>10.2e} {arith:>10.2e} {rms:>10.2e}")
             del model64, model32, f_exact, f_rounded, f_single
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         per_atom_bytes = peak / n  # a generous bound for the next size
     return rows
 
 
-def frame_images(repeat: int) -> tuple[int, int]:
+def frame_images(repeat: int, frame_size: float) -> int:
     from sciml.models.e2former.context import GraphContext
 
     exact, _, _ = batches(repeat)
-    counts = []
-    for frame_size in (2 * CUTOFF, math.inf):
-        context = GraphContext.build(
-            exact.pos, torch.zeros_like(exact.numbers), exact.batch, 1, exact.edge_index, exact.shifts, 1, frame_size
-        )
-        counts.append(context.image_positions.shape[0])
-    return counts[0], counts[1]
+    context = GraphContext.build(
+        exact.pos, torch.zeros_like(exact.numbers), exact.batch, 1, exact.edge_index, exact.shifts, 1, frame_size
+    )
+    return context.image_positions.shape[0]
+
+
+def interleaved_seconds(repeat: int, repeats: int) -> dict[str, float]:
+    """Median float32 energy + forces time of each variant, the variants timed in turn (round-robin), so
+    that slow phases of the machine hit all of them alike."""
+    _, single, _ = batches(repeat)
+    models = {label: make_model(frame_size, torch.float32) for label, frame_size in VARIANTS.items()}
+    times: dict[str, list[float]] = {label: [] for label in models}
+    for model in models.values():
+        forces(model, single)  # warm-up
+    for _ in range(repeats):
+        for label, model in models.items():
+            start = time.perf_counter()
+            forces(model, single)
+            times[label].append(time.perf_counter() - start)
+    return {label: statistics.median(values) for label, values in times.items()}
 
 
 def layer_seconds(repeat: int, frame_size: float, repeats: int) -> float:
@@ -146,34 +162,42 @@ def layer_seconds(repeat: int, frame_size: float, repeats: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[3, 6, 10, 13, 20], help="fcc cubic repeats")
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=7)
     args = parser.parse_args()
     torch.set_num_threads(2)
-    rows = precision_rows(args.sizes, args.repeats)
+    rows = precision_rows(args.sizes)
 
     measured = sorted({n for n, _ in rows})
     n_cost = 4000 if 4000 in measured else measured[-1]
     repeat = round((n_cost / 4) ** (1 / 3))
-    print(f"\ncost of local frames at {n_cost} atoms (float32, energy + forces; layer: forward + backward):")
-    local, centred = rows[(n_cost, "local")]["seconds"], rows[(n_cost, "centred")]["seconds"]
-    images_local, images_centred = frame_images(repeat)
-    variants = (("local", None), ("centred", math.inf))
-    memory = {label: peak_memory(call_case, (repeat, fs), "cpu") for label, fs in variants}
-    layer = {label: layer_seconds(repeat, 2 * CUTOFF if fs is None else fs, args.repeats) for label, fs in variants}
-    print(f"  full model: {local * 1e3:.0f} ms local vs {centred * 1e3:.0f} ms centred (ratio {local / centred:.3f})")
-    print(f"  peak memory: {memory['local'] / 2**20:.0f} MiB vs {memory['centred'] / 2**20:.0f} MiB")
-    print(f"  sender images: {images_local} frame images vs {images_centred} images")
-    print(f"  attention layer: {layer['local'] * 1e3:.1f} ms vs {layer['centred'] * 1e3:.1f} ms")
+    print(f"\ncost at {n_cost} atoms (float32; full model energy + forces, round-robin medians; layer fwd + bwd):")
+    seconds = interleaved_seconds(repeat, args.repeats)
+    print("| frames | frame_size Å | sender images | full model ms | ratio | peak MiB | attention layer ms |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for label, frame_size in VARIANTS.items():
+        size = 4 * CUTOFF if frame_size is None else frame_size
+        memory = peak_memory(call_case, (repeat, frame_size), "cpu") / 2**20
+        layer = layer_seconds(repeat, size, args.repeats) * 1e3
+        ratio = seconds[label] / seconds["centred"]
+        print(
+            f"| {label} | {size:g} | {frame_images(repeat, size)} | {seconds[label] * 1e3:.0f} | {ratio:.3f} "
+            f"| {memory:.0f} | {layer:.1f} |"
+        )
 
-    largest, first = measured[-1], rows[(measured[0], "local")]
+    largest, first = measured[-1], measured[0]
+
+    def growth(label: str, key: str) -> float:
+        return rows[(largest, label)][key] / rows[(first, label)][key]
+
     result = {
-        f"f32_force_rel_err_{n_cost}": rows[(n_cost, "local")]["total"],
-        f"f32_error_growth_{measured[0]}_to_{largest}": rows[(largest, "local")]["total"] / first["total"],
-        "time_ratio_local_frames": local / centred,
-        f"f32_arith_rms_{n_cost}": rows[(n_cost, "local")]["rms"],
-        f"f32_arith_rms_growth_{measured[0]}_to_{largest}": rows[(largest, "local")]["rms"] / first["rms"],
-        f"f32_arith_rms_growth_{measured[0]}_to_{largest}_centred": rows[(largest, "centred")]["rms"]
-        / rows[(measured[0], "centred")]["rms"],
+        f"f32_force_rel_err_{n_cost}": rows[(n_cost, "default")]["total"],
+        f"f32_error_growth_{first}_to_{largest}": growth("default", "total"),
+        "time_ratio_local_frames": seconds["default"] / seconds["centred"],
+        f"f32_arith_rms_{n_cost}": rows[(n_cost, "default")]["rms"],
+        f"f32_arith_rms_growth_{first}_to_{largest}": growth("default", "rms"),
+        f"f32_arith_rms_growth_{first}_to_{largest}_2xcut": growth("2xcut", "rms"),
+        f"f32_arith_rms_growth_{first}_to_{largest}_centred": growth("centred", "rms"),
+        "time_ratio_frames_2xcut": seconds["2xcut"] / seconds["centred"],
     }
     print("RESULT " + " ".join(f"{key}={value:.4g}" for key, value in result.items()))
 

@@ -1,0 +1,107 @@
+"""Test errors and an NVE run of one trained potential through its ASE calculator; prints one JSON line.
+
+Runs in sciml's environment (``--kind sciml``: a ``sciml fit`` checkpoint) or in MACE's own environment
+(``--kind mace``: a ``.model`` file from ``mace_run_train``), so it imports only ASE and numpy at the top.
+
+    python _accuracy_eval.py --kind sciml --model last.ckpt --test a.extxyz b.extxyz --md-start v.extxyz --md-ps 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import ase.io
+import numpy as np
+from ase import units
+from ase.md.velocitydistribution import MaxwellBoltzmannDistribution, Stationary, ZeroRotation
+from ase.md.verlet import VelocityVerlet
+
+
+def calculator(kind: str, model: str):
+    if kind == "sciml":
+        from sciml.calculators import SciMLCalculator
+
+        return SciMLCalculator.from_checkpoint(model, dtype="float64")
+    from mace.calculators import MACECalculator
+
+    return MACECalculator(model_paths=model, device="cpu", default_dtype="float64")
+
+
+def test_errors(calc, path: str) -> dict:
+    """Energy MAE per atom (meV/atom), force MAE and RMSE per component (meV/Å) over every frame of ``path``."""
+    energy_errors, force_errors = [], []
+    for atoms in ase.io.read(path, index=":"):
+        reference_energy, reference_forces = atoms.get_potential_energy(), atoms.get_forces()
+        atoms.calc = calc
+        energy_errors.append((atoms.get_potential_energy() - reference_energy) / len(atoms))
+        force_errors.append((atoms.get_forces() - reference_forces).ravel())
+    energy, forces = np.asarray(energy_errors), np.concatenate(force_errors)
+    return {
+        "frames": len(energy_errors),
+        "energy_mae_mev_per_atom": float(np.abs(energy).mean() * 1e3),
+        "force_mae_mev_per_a": float(np.abs(forces).mean() * 1e3),
+        "force_rmse_mev_per_a": float(np.sqrt((forces**2).mean()) * 1e3),
+    }
+
+
+def nve_drift(calc, start: str, picoseconds: float, temperature: float, timestep_fs: float, seed: int) -> dict:
+    """Velocity Verlet from the first frame of ``start`` with Maxwell-Boltzmann velocities at ``temperature``.
+
+    Drift: slope of a least-squares line through the total energy per atom (meV/atom/ps); also the largest
+    excursion and whether the run blew up (non-finite energy or an atom moving over 3 Å in one step)."""
+    atoms = ase.io.read(start, index=0)
+    atoms.calc = calc
+    MaxwellBoltzmannDistribution(atoms, temperature_K=temperature, rng=np.random.default_rng(seed))
+    Stationary(atoms)
+    ZeroRotation(atoms)
+    dynamics = VelocityVerlet(atoms, timestep_fs * units.fs)
+    steps = int(round(picoseconds * 1000 / timestep_fs))
+    times, energies, blew_up = [], [], False
+    previous = atoms.positions.copy()
+    start_time = time.perf_counter()
+    for step in range(steps + 1):
+        if step:
+            dynamics.run(1)
+        total = atoms.get_potential_energy() + atoms.get_kinetic_energy()
+        if not np.isfinite(total) or np.abs(atoms.positions - previous).max() > 3.0:
+            blew_up = True
+            break
+        previous = atoms.positions.copy()
+        if step % 10 == 0:
+            times.append(step * timestep_fs / 1000)
+            energies.append(total / len(atoms) * 1e3)
+    seconds = time.perf_counter() - start_time
+    energies = np.asarray(energies)
+    slope = float(np.polyfit(times, energies, 1)[0]) if len(times) > 1 else float("nan")
+    return {
+        "md_ps": times[-1] if times else 0.0,
+        "drift_mev_per_atom_ps": slope,
+        "max_excursion_mev_per_atom": float(np.abs(energies - energies[0]).max()),
+        "blew_up": blew_up,
+        "steps_per_s": steps / seconds if seconds > 0 else float("nan"),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--kind", choices=["sciml", "mace"], required=True)
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--test", nargs="+", required=True)
+    parser.add_argument("--md-start", required=True)
+    parser.add_argument("--md-ps", type=float, default=10.0)
+    parser.add_argument("--temperature", type=float, default=500.0)
+    parser.add_argument("--timestep", type=float, default=0.5, help="fs")
+    args = parser.parse_args()
+    calc = calculator(args.kind, args.model)
+    model = calc.model if args.kind == "sciml" else calc.models[0]
+    result = {"parameters": sum(p.numel() for p in model.parameters())}
+    result["test"] = {path: test_errors(calc, path) for path in args.test}
+    if args.md_ps > 0:
+        result["nve"] = nve_drift(calc, args.md_start, args.md_ps, args.temperature, args.timestep, seed=0)
+    print("JSON " + json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
