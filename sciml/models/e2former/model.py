@@ -44,10 +44,9 @@ class E2Former(nn.Module):
             :class:`~sciml.models.e2former.blocks.TransformerBlock`.
         frame_size: smallest edge (Å) of the spatial cells whose centres are the local origins of the
             factorised convolution (see :mod:`sciml.models.e2former.context`). It bounds the positions inside
-            solid harmonics, so the float32 error stops growing with the box. Default 4 x cutoff: a structure
-            under 8 cutoffs across keeps one frame (no cost; the error there is at most ~1.7x that of a small
-            molecule), larger ones are cut into cells of 4-8 cutoffs; 2 x cutoff keeps the error flat from
-            the smallest boxes on, for about 1.2x the time. ``inf``: one frame per structure. Changes
+            solid harmonics, so the float32 error stops growing with the box. Default 2 x cutoff (measured at
+            4000 atoms: 1.01x the time and 1.03x the memory of one frame, error flat from 108 atoms on); a
+            structure under 4 cutoffs across keeps one frame. ``inf``: one frame per structure. Changes
             rounding only, never the result.
 
     Input: a graph batch with ``pos (N,3)``, ``numbers (N,)``, ``batch (N,)``, ``cell (B,3,3)``,
@@ -90,7 +89,7 @@ class E2Former(nn.Module):
             )
         self.register_buffer("energy_reference", reference.to(torch.get_default_dtype()))
         self.energy_scale = float(energy_scale)
-        self.frame_size = float(frame_size) if frame_size is not None else 4.0 * self.cutoff
+        self.frame_size = float(frame_size) if frame_size is not None else 2.0 * self.cutoff
         self.radial_basis = GaussianBasis(cutoff, radial_basis)
         self.receiver_embedding = nn.Embedding(len(self.species), radial_basis)
         self.sender_embedding = nn.Embedding(len(self.species), radial_basis)
