@@ -32,7 +32,8 @@ class PredictionWriter(BasePredictionWriter):
     so memory is bounded by the batch size.
 
     Args:
-        output: the extxyz file to write (overwritten when prediction starts).
+        output: the extxyz file to write (overwritten when prediction starts); a relative path is taken inside
+            the run directory (``trainer.default_root_dir``), so runs never write into the working directory.
     """
 
     def __init__(self, output: str = "predictions.extxyz") -> None:
@@ -42,6 +43,8 @@ class PredictionWriter(BasePredictionWriter):
 
     def on_predict_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         trainer.predict_loop.return_predictions = False
+        if not self.output.is_absolute():
+            self.output = Path(trainer.default_root_dir) / self.output
         self.output.parent.mkdir(parents=True, exist_ok=True)
         self._handle = open(self.output, "w")  # noqa: SIM115 (closed in on_predict_end)
 
