@@ -157,8 +157,7 @@ def mace_training_seconds(log: Path) -> float:
 def train_mace(out: Path, budget_s: float, epochs: int | None) -> tuple[Path, int, float]:
     out.mkdir(parents=True, exist_ok=True)
     python, files = mace_python(), mace_files(out / "data")
-    assert python.exists()
-    command = [str(MACE_ENV / "bin" / "mace_run_train"), "--name", "aspirin", "--seed", "0", "--device", "cpu"]
+    command = [str(python.parent / "mace_run_train"), "--name", "aspirin", "--seed", "0", "--device", "cpu"]
     command += ["--train_file", str(files["train_500K.extxyz"]), "--valid_file", str(files["valid_500K.extxyz"])]
     command += ["--energy_key", "REF_energy", "--forces_key", "REF_forces", "--E0s", "average"]
     command += ["--model", "MACE", "--hidden_irreps", "64x0e + 64x1o", "--num_interactions", "2"]
@@ -237,7 +236,7 @@ def main() -> None:
     results["E2Former"] = evaluate("sciml", checkpoint, sys.executable, args.md_ps, out / "e2former" / "eval.log")
     results["E2Former"]["training"] = {"epochs": epochs, "seconds": seconds}
     model, epochs, seconds = train_mace(out / "mace", budget, args.epochs_mace)
-    results["MACE"] = evaluate("mace", model, str(MACE_ENV / "bin" / "python"), args.md_ps, out / "mace" / "eval.log")
+    results["MACE"] = evaluate("mace", model, str(mace_python()), args.md_ps, out / "mace" / "eval.log")
     results["MACE"]["training"] = {"epochs": epochs, "seconds": seconds}
     (out / "results.json").write_text(json.dumps(results, indent=1))
 
