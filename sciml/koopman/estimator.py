@@ -153,8 +153,10 @@ class KoopmanEstimator:
 
     def timescales(self, time_step: float = 1.0) -> torch.Tensor:
         """(r,) implied timescales -lagtime * time_step / ln|lambda| (inf for |lambda| >= 1), same order."""
-        modulus = self.eigenvalues().abs().clamp_max(1.0)
-        return -self.lagtime * time_step / torch.log(modulus)
+        modulus = self.eigenvalues().abs()
+        decaying = modulus < 1.0
+        timescales = -self.lagtime * time_step / torch.log(torch.where(decaying, modulus, 0.5))
+        return torch.where(decaying, timescales, torch.inf)
 
     def singular_functions(self, x) -> tuple[torch.Tensor, torch.Tensor]:
         """Orthonormal left and right singular functions at states ``x``: two (B, k) tensors."""

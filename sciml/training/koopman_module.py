@@ -55,8 +55,12 @@ class KoopmanModule(L.LightningModule):
         """(f(x_t), g(x_{t+lag})), each (B, k) with the constant function first."""
         return with_constant(self.encoder_f(x_t)), with_constant(self.encoder_g(x_lag))
 
+    def _world_size(self) -> int:
+        """Processes sharing the global batch: 1 outside a Trainer (``self.trainer`` raises there)."""
+        return 1 if self._trainer is None else self._trainer.world_size
+
     def _global(self, local: torch.Tensor) -> torch.Tensor:
-        if self.trainer is None or self.trainer.world_size == 1:
+        if self._world_size() == 1:
             return local
         gathered = self.all_gather(local.detach())  # (world, B, k)
         gathered[self.global_rank] = local
@@ -69,8 +73,7 @@ class KoopmanModule(L.LightningModule):
     def training_step(self, batch, batch_idx: int) -> torch.Tensor:
         loss = self._loss(batch)
         self.log("train/loss", loss, prog_bar=True, batch_size=_batch_size(batch))
-        world = self.trainer.world_size if self.trainer is not None else 1
-        return loss * world
+        return loss * self._world_size()
 
     def validation_step(self, batch, batch_idx: int) -> None:
         self.log("val/loss", self._loss(batch), prog_bar=True, sync_dist=True, batch_size=_batch_size(batch))

@@ -96,12 +96,22 @@ class PotentialModule(L.LightningModule):
         return nn.functional.mse_loss(prediction, target)
 
     def _loss(self, batch, outputs) -> torch.Tensor:
-        atoms = batch.natoms.to(outputs["energy"].dtype)
-        loss = self.weights["energy"] * self._pointwise(outputs["energy"] / atoms, batch.energy / atoms)
-        loss = loss + self.weights["forces"] * self._pointwise(outputs["forces"], batch.forces)
-        if "stress" in outputs:
-            loss = loss + self.weights["stress"] * self._pointwise(outputs["stress"], batch.stress)
-        return loss
+        """Weighted sum over the labels the batch carries (a data module may leave energy or forces out)."""
+        terms = []
+        if hasattr(batch, "energy") and self.weights["energy"]:
+            atoms = batch.natoms.to(outputs["energy"].dtype)
+            terms.append(self.weights["energy"] * self._pointwise(outputs["energy"] / atoms, batch.energy / atoms))
+        if hasattr(batch, "forces") and self.weights["forces"]:
+            terms.append(self.weights["forces"] * self._pointwise(outputs["forces"], batch.forces))
+        if "stress" in outputs and hasattr(batch, "stress"):
+            terms.append(self.weights["stress"] * self._pointwise(outputs["stress"], batch.stress))
+        if not terms:
+            weighted = ", ".join(name for name, weight in self.weights.items() if weight)
+            raise ValueError(
+                f"the batch carries no label for any weighted loss term ({weighted}); label the data "
+                "(data.labels, data.energy_key / forces_key / stress_key) or change the loss weights"
+            )
+        return torch.stack(terms).sum()
 
     def training_step(self, batch, batch_idx: int) -> torch.Tensor:
         batch = self._in_model_dtype(batch)

@@ -132,3 +132,13 @@ def test_rank_truncates_the_koopman_matrix_only(ou):
     assert truncated.koopman_matrix.shape == (3, 3) and truncated.eigenvalues().shape == (3,)
     assert torch.allclose(truncated.eigenvalues().real, estimator.eigenvalues().real[:3], atol=0.01)
     assert truncated.predict(torch.zeros(2, 1), 2).shape == (2, 2, 1)
+
+
+def test_timescales_are_inf_where_the_eigenvalue_modulus_reaches_one(ou, monkeypatch):
+    """-lagtime dt / ln|lambda| is +inf (not -inf) for |lambda| >= 1, finite and positive below."""
+    _, estimator = ou
+    eigenvalues = torch.tensor([1.0, -1.0, 1.0 + 1e-9, 0.5j, math.exp(-2.0)], dtype=torch.complex128)
+    monkeypatch.setattr(estimator, "eigenvalues", lambda: eigenvalues)
+    timescales = estimator.timescales(time_step=0.5)
+    assert torch.equal(timescales[:3], torch.full((3,), math.inf, dtype=torch.float64))
+    torch.testing.assert_close(timescales[3:], torch.tensor([0.5 / math.log(2.0), 0.25], dtype=torch.float64))

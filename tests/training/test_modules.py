@@ -1,0 +1,74 @@
+"""The LightningModules used outside a Trainer and on partially labelled data."""
+
+from __future__ import annotations
+
+import ase.io
+import pytest
+import torch
+
+from sciml.data import AtomsDataModule
+from sciml.koopman import LoRALoss, MLPEncoder
+from sciml.models import E2Former
+from sciml.training import KoopmanModule, PotentialModule
+
+
+def test_koopman_training_step_runs_outside_a_trainer():
+    """A training step called by hand (a notebook, a custom loop) returns the loss, unscaled."""
+    torch.manual_seed(0)
+    module = KoopmanModule(MLPEncoder(1, 3, hidden=(8,)), loss=LoRALoss())
+    x = torch.randn(32, 1)
+    batch = (x, 0.9 * x + 0.1 * torch.randn(32, 1))
+    loss = module.training_step(batch, 0)
+    f, g = module.features(*batch)
+    torch.testing.assert_close(loss, LoRALoss()(f, g))
+
+
+def potential_module(data: AtomsDataModule, **kwargs) -> PotentialModule:
+    torch.manual_seed(0)
+    model = E2Former(data.species, data.cutoff, channels=8, lmax=1, layers=1, heads=2, radial_basis=8)
+    return PotentialModule(model, **kwargs)
+
+
+def first_batch(paths, **kwargs):
+    data = AtomsDataModule(paths=paths, cutoff=3.0, split=(0.5, 0.25, 0.25), batch_size=2, **kwargs)
+    return data, next(iter(data.train_dataloader()))
+
+
+def test_potential_loss_uses_only_the_labels_present(tmp_path, molecule_frames):
+    """Energy-only data (``labels: [energy]``, no forces stored) trains on energies, and forces-only data on
+    forces; the loss equals the hand-computed one for the term that exists."""
+    energy_only = []
+    for atoms in molecule_frames:
+        frame = atoms.copy()
+        frame.info["dft_energy"] = atoms.get_potential_energy()
+        energy_only.append(frame)
+    ase.io.write(tmp_path / "energy_only.extxyz", energy_only)
+    data, batch = first_batch(str(tmp_path / "energy_only.extxyz"), labels=["energy"], energy_key="dft_energy")
+    assert not hasattr(batch, "forces")
+    module = potential_module(data, energy_weight=2.0, force_weight=10.0)
+    outputs = module._predict(batch, use_ema=False)
+    loss = module._loss(batch, outputs)
+    expected = 2.0 * torch.mean(((outputs["energy"] - batch.energy) / batch.natoms) ** 2)
+    torch.testing.assert_close(loss, expected)
+
+    forces_only = []
+    for atoms in molecule_frames:
+        frame = atoms.copy()
+        frame.arrays["dft_forces"] = atoms.get_forces()
+        forces_only.append(frame)
+    ase.io.write(tmp_path / "forces_only.extxyz", forces_only)
+    data, batch = first_batch(str(tmp_path / "forces_only.extxyz"), labels=["forces"], forces_key="dft_forces")
+    assert not hasattr(batch, "energy")
+    module = potential_module(data, energy_weight=1.0, force_weight=10.0)
+    outputs = module._predict(batch, use_ema=False)
+    torch.testing.assert_close(module._loss(batch, outputs), 10.0 * torch.mean((outputs["forces"] - batch.forces) ** 2))
+
+
+def test_potential_loss_without_any_weighted_label_names_what_is_missing(tmp_path, molecule_frames):
+    frames = [atoms.copy() for atoms in molecule_frames]  # copies carry no calculator: no labels at all
+    ase.io.write(tmp_path / "bare.extxyz", frames)
+    data, batch = first_batch(str(tmp_path / "bare.extxyz"), labels=[])
+    module = potential_module(data)
+    outputs = module._predict(batch, use_ema=False)
+    with pytest.raises(ValueError, match=r"no label for any weighted loss term \(energy, forces\)"):
+        module._loss(batch, outputs)
