@@ -1,5 +1,5 @@
 """``KoopmanEstimator``: singular values, eigenvalues, timescales, eigenfunctions, forecasts and scores
-from trained encoders and float64 moments over a dataset (reference/koopman.md §3).
+from trained encoders and float64 moments over a dataset.
 
     estimator = KoopmanEstimator.from_checkpoint("last.ckpt", data)      # or .from_module(module).fit(data)
     estimator.singular_values, estimator.eigenvalues(), estimator.timescales(time_step=5.0)  # e.g. ps
@@ -191,7 +191,7 @@ class KoopmanEstimator:
             step = self.edmd(basis)
             state = (f if basis == "f" else g) @ step
             m_b = self._moment("ff_00" if basis == "f" else "gg_00")
-            decoder = linalg.pseudo_inverse(m_b, self.rank_cutoff) @ self._moment(f"{basis}h_00:{observable}")
+            decoder = linalg.sym_inverse(m_b, self.rank_cutoff) @ self._moment(f"{basis}h_00:{observable}")
         else:
             raise ValueError(f"unknown method '{method}'; choose 'cca', 'edmd_f' or 'edmd_g'")
         forecasts = []

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import torch
 
+from sciml.koopman.linalg import sym_inverse
+
 NESTINGS = (None, "jnt", "seq")
 ESTIMATORS = ("ustat", "plugin", "split")
 
@@ -86,15 +88,11 @@ def lora_loss(f: torch.Tensor, g: torch.Tensor, nesting: str | None = "jnt", est
     return -2 * correlation + quadratic
 
 
-def _inverse_sqrt(matrix: torch.Tensor, epsilon: float) -> torch.Tensor:
-    values, vectors = torch.linalg.eigh(0.5 * (matrix + matrix.T))
-    return (vectors * (values.abs() + epsilon).rsqrt()) @ vectors.T
-
-
 def whitened_correlation(f: torch.Tensor, g: torch.Tensor, epsilon: float = 1e-6) -> torch.Tensor:
     """M_f^{-1/2} T M_g^{-1/2}, (k, k); its singular values estimate the Koopman singular values."""
     m_f, m_g, t = moments(f, g)
-    return _inverse_sqrt(m_f, epsilon) @ t @ _inverse_sqrt(m_g, epsilon)
+    whiten_f, whiten_g = (sym_inverse(m, epsilon, sqrt=True, mode="regularize") for m in (m_f, m_g))
+    return whiten_f @ t @ whiten_g
 
 
 def vamp_score(f: torch.Tensor, g: torch.Tensor, schatten: int = 2, epsilon: float = 1e-6) -> torch.Tensor:

@@ -1,8 +1,9 @@
 """Float64 linear algebra of the Koopman estimator: CCA of learned features, aligned Koopman matrix,
-EDMD on a learned basis and VAMP scores projected on a training CCA (reference/koopman.md §3).
+EDMD on a learned basis and VAMP scores projected on a training CCA.
 
 Moments (k x k, features with the constant first): M_f = E[f(x) f(x)^T], M_g = E[g(x') g(x')^T],
-T = E[f(x) g(x')^T]. Pseudo-inverses drop eigenvalues below ``rank_cutoff`` times the largest.
+T = E[f(x) g(x')^T]. Pseudo-inverses (:func:`sym_inverse`, ``truncate``) drop eigenvalues below
+``rank_cutoff`` times the largest.
 """
 
 from __future__ import annotations
@@ -11,18 +12,31 @@ from dataclasses import dataclass
 
 import torch
 
+SYM_INVERSE_MODES = ("truncate", "regularize")
 
-def inverse_sqrt(matrix: torch.Tensor, rank_cutoff: float = 1e-7) -> torch.Tensor:
-    """Pseudo-inverse square root of a symmetric positive semi-definite matrix (via eigh)."""
+
+def sym_inverse(
+    matrix: torch.Tensor, epsilon: float = 1e-7, sqrt: bool = False, mode: str = "truncate"
+) -> torch.Tensor:
+    """M^{-1} (or M^{-1/2} with ``sqrt``) of a symmetric positive semi-definite (k, k) matrix, via eigh of its
+    symmetric part, with an explicit regularisation (as deeptime's ``sym_inverse``):
+
+    - ``"truncate"``: a pseudo-inverse; eigenvalues at or below ``epsilon`` times the largest |eigenvalue| are
+      dropped (relative cutoff). Used by the estimator, on float64 moments.
+    - ``"regularize"``: every eigenvalue lambda is replaced by |lambda| + ``epsilon`` (absolute); smooth in
+      the matrix, so losses (VAMP, DPNet) can differentiate through it.
+    """
     values, vectors = torch.linalg.eigh(0.5 * (matrix + matrix.T))
-    keep = values > rank_cutoff * values.abs().max().clamp_min(torch.finfo(values.dtype).tiny)
-    scale = torch.where(keep, values.clamp_min(torch.finfo(values.dtype).tiny).rsqrt(), torch.zeros_like(values))
+    power = -0.5 if sqrt else -1.0
+    if mode == "regularize":
+        scale = (values.abs() + epsilon) ** power
+    elif mode == "truncate":
+        tiny = torch.finfo(values.dtype).tiny
+        keep = values > epsilon * values.abs().max().clamp_min(tiny)
+        scale = torch.where(keep, values.clamp_min(tiny) ** power, torch.zeros_like(values))
+    else:
+        raise ValueError(f"unknown sym_inverse mode '{mode}'; choose one of {SYM_INVERSE_MODES}")
     return (vectors * scale) @ vectors.T
-
-
-def pseudo_inverse(matrix: torch.Tensor, rank_cutoff: float = 1e-7) -> torch.Tensor:
-    """Moore-Penrose inverse with singular values below ``rank_cutoff`` times the largest dropped."""
-    return torch.linalg.pinv(matrix, rtol=rank_cutoff)
 
 
 @dataclass
@@ -52,7 +66,7 @@ class CCA:
 
 def cca(m_f: torch.Tensor, m_g: torch.Tensor, t: torch.Tensor, rank_cutoff: float = 1e-7) -> CCA:
     """SVD of the whitened cross moment M_f^{-1/2} T M_g^{-1/2} = U Sigma V^T."""
-    whiten_f, whiten_g = inverse_sqrt(m_f, rank_cutoff), inverse_sqrt(m_g, rank_cutoff)
+    whiten_f, whiten_g = (sym_inverse(m, rank_cutoff, sqrt=True) for m in (m_f, m_g))
     u, sigma, vh = torch.linalg.svd(whiten_f @ t @ whiten_g)
     return CCA(sigma.clamp(0.0, 1.0 - 1e-7), u.T @ whiten_f, vh @ whiten_g)
 
@@ -65,7 +79,7 @@ def aligned_koopman_matrix(analysis: CCA, cross_gf: torch.Tensor) -> torch.Tenso
 
 def edmd_matrix(m_b: torch.Tensor, t_b: torch.Tensor, rank_cutoff: float = 1e-7) -> torch.Tensor:
     """EDMD on a basis b: K_b = M_b^+ E[b(x) b(x')^T], so that E[b(x') | x]^T c ~ b(x)^T K_b c."""
-    return pseudo_inverse(m_b, rank_cutoff) @ t_b
+    return sym_inverse(m_b, rank_cutoff) @ t_b
 
 
 def sorted_eig(matrix: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -99,6 +113,6 @@ def projected_vamp_scores(
     """
     s = torch.diag(analysis.singular_values)
     c00, c01, c11 = _projected(analysis, m_00, m_01, m_11)
-    whitened = inverse_sqrt(c00, rank_cutoff) @ c01 @ inverse_sqrt(c11, rank_cutoff)
+    whitened = sym_inverse(c00, rank_cutoff, sqrt=True) @ c01 @ sym_inverse(c11, rank_cutoff, sqrt=True)
     vamp_e = 2 * torch.trace(s @ c01) - torch.trace(s @ c00 @ s @ c11)
     return {"vamp2": float((whitened**2).sum()), "vampe": float(vamp_e)}

@@ -122,3 +122,27 @@ def test_vamp2_equals_deeptime_with_the_constant_prepended():
     ours = F.vamp_score(F.with_constant(fx), F.with_constant(fy), schatten=2, epsilon=1e-12)
     theirs = deep.vamp_score(fx, fy, method="VAMP2", epsilon=1e-12, mode="trunc")
     assert float(ours) == pytest.approx(float(theirs), rel=1e-8)
+
+
+def test_sym_inverse_modes_against_deeptime_and_pinv():
+    """``regularize`` equals deeptime's ``sym_inverse`` (PSD input: |lambda| + eps = |lambda + eps|);
+    ``truncate`` is the pseudo-inverse (square root) of a rank-deficient matrix, cutoff relative."""
+    deep = pytest.importorskip("deeptime.decomposition.deep._vampnet")
+    from sciml.koopman.linalg import sym_inverse
+
+    rng = np.random.default_rng(0)
+    factor = torch.as_tensor(rng.normal(size=(5, 3)))
+    singular = factor @ factor.T  # rank 3
+    full = singular + 0.1 * torch.eye(5, dtype=torch.float64)
+    for sqrt in (False, True):
+        ours = sym_inverse(full, 1e-6, sqrt=sqrt, mode="regularize")
+        torch.testing.assert_close(ours, deep.sym_inverse(full, 1e-6, return_sqrt=sqrt, mode="regularize"))
+    pinv = torch.linalg.pinv(singular, hermitian=True)
+    torch.testing.assert_close(sym_inverse(singular, 1e-10), pinv)
+    inverse_sqrt = sym_inverse(singular, 1e-10, sqrt=True)
+    torch.testing.assert_close(inverse_sqrt @ inverse_sqrt, pinv)
+    torch.testing.assert_close(inverse_sqrt @ singular @ inverse_sqrt, singular @ pinv)  # projector on the range
+    scaled = sym_inverse(1e4 * singular, 1e-10, sqrt=True)  # the cutoff is relative: same rank kept
+    torch.testing.assert_close(scaled * 1e2, inverse_sqrt)
+    with pytest.raises(ValueError, match="unknown sym_inverse mode 'clip'"):
+        sym_inverse(full, mode="clip")
