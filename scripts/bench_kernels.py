@@ -25,6 +25,7 @@ def make_case(op: str, method: str, n: int, device: str):
 
     from sciml.equivariant.graph import EdgeGraph
     from sciml.equivariant.operations import WeightedTensorProduct, edge_aggregate
+    from sciml.models.baselines.edge_convolution import to_e3nn
 
     generator = torch.Generator().manual_seed(0)
     e = NEIGHBOURS * n
@@ -39,7 +40,7 @@ def make_case(op: str, method: str, n: int, device: str):
             product = o3.ElementwiseTensorProduct(irreps, o3.Irreps(f"{CHANNELS}x0e+{CHANNELS}x0e+{CHANNELS}x0e")).to(
                 device
             )
-            flat_x = _to_e3nn(x)
+            flat_x = to_e3nn(x, DEGREES)
 
             def run():
                 per_edge = product(flat_x[graph.col], alpha.repeat(1, 3))  # (E, 9C): one TP per edge
@@ -56,7 +57,7 @@ def make_case(op: str, method: str, n: int, device: str):
     position = torch.randn(n, 3, generator=generator).to(device)
     if method == "e3nn":  # the same weighted product evaluated per edge, as a conventional layer does
         product = o3.FullyConnectedTensorProduct(irreps, o3.Irreps("1x1e"), irreps).to(device)
-        flat_x = _to_e3nn(x)
+        flat_x = to_e3nn(x, DEGREES)
         edge_vectors = position[senders] - position[receivers]
 
         def run():
@@ -69,12 +70,6 @@ def make_case(op: str, method: str, n: int, device: str):
         module(x, position).sum().backward()
 
     return run
-
-
-def _to_e3nn(x: torch.Tensor) -> torch.Tensor:
-    """(N, 9, C) channels-last -> e3nn's (N, 9C) layout (multiplicity-major per irrep)."""
-    blocks = [x[:, l * l : (l + 1) ** 2].transpose(1, 2).reshape(x.shape[0], -1) for l in DEGREES]
-    return torch.cat(blocks, dim=1)
 
 
 def main() -> None:

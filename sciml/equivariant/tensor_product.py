@@ -1,11 +1,12 @@
 """Clebsch-Gordan contractions described by path lists, with the pure-PyTorch reference (ground truth).
 
-A feature tensor has shape (N, M, C): M stacks the 2l + 1 components of a list of degrees (a *layout*),
-C is channels. A :class:`CGTable` lists paths ``x[l1 block] ⊗ y[l2 block] -> out[l3 block]`` with a
-scalar factor each; several paths may add into the same output block. The same table yields the sparse
-coefficient list used by the compiled ``sciml::cg_contract`` kernel.
+A feature tensor has shape (N, M, C): M stacks the 2l + 1 components of a list of degrees (a
+:class:`~sciml.equivariant.layout.DegreeLayout`), C is channels. A :class:`CGTable` lists paths
+``x[l1 block] ⊗ y[l2 block] -> out[l3 block]`` with a scalar factor each; several paths may add into the
+same output block. The same table yields the sparse coefficient list used by the compiled
+``sciml::cg_contract`` kernel.
 
-Builders for the E2Former (reference/e2former.md §3; edge vector r_ij = r_j - r_i):
+Builders for the E2Former (the Wigner-6j convolution; edge vector r_ij = r_j - r_i):
 - :func:`coupling_table`: x ⊗ P^L -> one block per path (a, L -> J), grouped by J for channel mixing;
 - :func:`expansion_table`: h ⊗ P^b -> every (a, d) block, unweighted, no reduction ("X_j^(b)");
 - :func:`recoupling_table`: (sum_j alpha X_j^(b)) ⊗ P^(L-b)(r_i) -> the (a, L -> J) blocks, with the
@@ -20,20 +21,8 @@ from functools import cached_property
 
 import torch
 
+from sciml.equivariant.layout import DegreeLayout
 from sciml.equivariant.so3 import clebsch_gordan, wigner_6j
-
-
-def offsets(degrees: tuple[int, ...]) -> list[int]:
-    """Start of each degree's block in a layout."""
-    starts, total = [], 0
-    for l in degrees:
-        starts.append(total)
-        total += 2 * l + 1
-    return starts
-
-
-def layout_dim(degrees: tuple[int, ...]) -> int:
-    return sum(2 * l + 1 for l in degrees)
 
 
 @dataclass(frozen=True)
@@ -138,13 +127,13 @@ def coupling_table(
 ) -> tuple[CGTable, MixingLayout]:
     """x (layout ``in_degrees``) ⊗ y (one degree L) -> the (a, L -> J) blocks of a :class:`MixingLayout`."""
     layout = mixing_layout(in_degrees, L, out_degrees, parity)
-    starts = dict(zip(in_degrees, offsets(in_degrees), strict=True))
+    starts = dict(zip(in_degrees, DegreeLayout(in_degrees).offsets, strict=True))
     paths = [
         CGPath(a, starts[a], L, 0, J, layout.start[J] + p, len(layout.paths[J]))
         for J in out_degrees
         for p, a in enumerate(layout.paths[J])
     ]
-    return CGTable(paths, layout_dim(in_degrees), 2 * L + 1, layout.dim), layout
+    return CGTable(paths, DegreeLayout(in_degrees).dim, 2 * L + 1, layout.dim), layout
 
 
 def expansion_degrees(in_degrees: tuple[int, ...], b: int, max_degree: int) -> tuple[tuple[int, int], ...]:
@@ -158,10 +147,10 @@ def expansion_table(
     """h (layout ``in_degrees``) ⊗ P^b -> the (a, d) blocks (unweighted, channel-wise): all of
     :func:`expansion_degrees`, or only ``blocks`` (e.g. :func:`recoupled_blocks`)."""
     blocks = expansion_degrees(in_degrees, b, max_degree) if blocks is None else blocks
-    starts = dict(zip(in_degrees, offsets(in_degrees), strict=True))
-    out_starts = offsets(tuple(d for _, d in blocks))
-    paths = [CGPath(a, starts[a], b, 0, d, s) for (a, d), s in zip(blocks, out_starts, strict=True)]
-    return CGTable(paths, layout_dim(in_degrees), 2 * b + 1, layout_dim(tuple(d for _, d in blocks)))
+    starts = dict(zip(in_degrees, DegreeLayout(in_degrees).offsets, strict=True))
+    out_layout = DegreeLayout(tuple(d for _, d in blocks))
+    paths = [CGPath(a, starts[a], b, 0, d, s) for (a, d), s in zip(blocks, out_layout.offsets, strict=True)]
+    return CGTable(paths, DegreeLayout(in_degrees).dim, 2 * b + 1, out_layout.dim)
 
 
 def recoupling_weight(a: int, b: int, d: int, c: int, J: int, L: int) -> float:
@@ -213,10 +202,11 @@ def recoupling_table(
     c = L - b
     layout = mixing_layout(in_degrees, L, out_degrees, parity)
     blocks = expansion_degrees(in_degrees, b, max_degree) if blocks is None else blocks
-    block_start = dict(zip(blocks, offsets(tuple(d for _, d in blocks)), strict=True))
+    block_layout = DegreeLayout(tuple(d for _, d in blocks))
+    block_start = dict(zip(blocks, block_layout.offsets, strict=True))
     paths = []
     for J, p, a, d, weight in _recoupling_paths(in_degrees, L, b, out_degrees, max_degree, parity):
         if (a, d) not in block_start:
             raise ValueError(f"expansion block (a={a}, d={d}) is needed by the path ({a}, {L} -> {J}) but not given")
         paths.append(CGPath(d, block_start[(a, d)], c, 0, J, layout.start[J] + p, len(layout.paths[J]), weight))
-    return CGTable(paths, layout_dim(tuple(d for _, d in blocks)), 2 * c + 1, layout.dim)
+    return CGTable(paths, block_layout.dim, 2 * c + 1, layout.dim)

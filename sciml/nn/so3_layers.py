@@ -1,4 +1,5 @@
-"""Equivariant layers on channels-last features (N, (lmax + 1)^2, C): degree l occupies rows l^2..(l+1)^2 - 1."""
+"""Equivariant layers on channels-last features (N, (lmax + 1)^2, C) in the layout ``DegreeLayout.up_to(lmax)``:
+degree l occupies rows l^2..(l+1)^2 - 1."""
 
 from __future__ import annotations
 
@@ -7,11 +8,8 @@ import math
 import torch
 from torch import nn
 
+from sciml.equivariant.layout import DegreeLayout
 from sciml.equivariant.so3 import float64_default
-
-
-def degree_slices(lmax: int) -> list[slice]:
-    return [slice(l * l, (l + 1) ** 2) for l in range(lmax + 1)]
 
 
 class SO3Linear(nn.Module):
@@ -19,13 +17,13 @@ class SO3Linear(nn.Module):
 
     def __init__(self, lmax: int, channels_in: int, channels_out: int) -> None:
         super().__init__()
-        self.lmax = lmax
+        self.lmax, self.layout = lmax, DegreeLayout.up_to(lmax)
         self.weight = nn.Parameter(torch.randn(lmax + 1, channels_in, channels_out))
         self.bias = nn.Parameter(torch.zeros(channels_out))
         self.scale = 1.0 / math.sqrt(channels_in)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        blocks = [x[:, s] @ (self.weight[l] * self.scale) for l, s in enumerate(degree_slices(self.lmax))]
+        blocks = [x[:, s] @ (self.weight[l] * self.scale) for l, s in enumerate(self.layout.slices)]
         blocks[0] = blocks[0] + self.bias
         return torch.cat(blocks, dim=1)
 
@@ -38,13 +36,13 @@ class Invariants(nn.Module):
 
     def __init__(self, lmax: int, channels_in: int, channels_out: int) -> None:
         super().__init__()
-        self.lmax = lmax
+        self.lmax, self.layout = lmax, DegreeLayout.up_to(lmax)
         self.left = SO3Linear(lmax, channels_in, channels_out)
         self.right = SO3Linear(lmax, channels_in, channels_out)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         a, b = self.left(x), self.right(x)
-        return torch.cat([(a[:, s] * b[:, s]).sum(1) for s in degree_slices(self.lmax)], dim=1)
+        return torch.cat([(a[:, s] * b[:, s]).sum(1) for s in self.layout.slices], dim=1)
 
 
 class EquivariantRMSNorm(nn.Module):
@@ -53,7 +51,7 @@ class EquivariantRMSNorm(nn.Module):
 
     def __init__(self, lmax: int, channels: int, eps: float = 1e-5) -> None:
         super().__init__()
-        self.lmax, self.eps = lmax, eps
+        self.lmax, self.eps, self.layout = lmax, eps, DegreeLayout.up_to(lmax)
         self.weight = nn.Parameter(torch.ones(lmax + 1, channels))
         self.bias = nn.Parameter(torch.zeros(channels))
 
@@ -63,7 +61,7 @@ class EquivariantRMSNorm(nn.Module):
         scalars = scalars * torch.rsqrt(scalars.pow(2).mean(-1, keepdim=True) + self.eps)
         blocks = [(scalars * self.weight[0] + self.bias)[:, None]]
         if self.lmax > 0:
-            slices = degree_slices(self.lmax)[1:]
+            slices = self.layout.slices[1:]
             power = torch.stack([x[:, s].pow(2).mean(1) for s in slices], 0).mean(0)  # (N, C)
             inverse_rms = torch.rsqrt(power.mean(-1, keepdim=True) + self.eps)[:, None]
             blocks += [x[:, s] * inverse_rms * self.weight[l + 1] for l, s in enumerate(slices)]
@@ -75,7 +73,7 @@ class GatedFeedForward(nn.Module):
 
     def __init__(self, lmax: int, channels: int, hidden: int) -> None:
         super().__init__()
-        self.lmax, self.hidden = lmax, hidden
+        self.lmax, self.hidden, self.layout = lmax, hidden, DegreeLayout.up_to(lmax)
         self.up = SO3Linear(lmax, channels, hidden)
         self.gates = nn.Linear(channels, lmax * hidden)
         self.down = SO3Linear(lmax, hidden, channels)
@@ -84,7 +82,7 @@ class GatedFeedForward(nn.Module):
         y = self.up(x)
         gates = torch.sigmoid(self.gates(x[:, 0])).reshape(-1, self.lmax, self.hidden)
         blocks = [nn.functional.silu(y[:, :1])]
-        blocks += [y[:, s] * gates[:, None, l] for l, s in enumerate(degree_slices(self.lmax)[1:])]
+        blocks += [y[:, s] * gates[:, None, l] for l, s in enumerate(self.layout.slices[1:])]
         return self.down(torch.cat(blocks, dim=1))
 
 

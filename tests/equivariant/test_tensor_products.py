@@ -7,15 +7,10 @@ import torch
 
 from sciml.equivariant.graph import EdgeGraph
 from sciml.equivariant.kernels import resolve_backend
+from sciml.equivariant.layout import DegreeLayout
 from sciml.equivariant.operations import WeightedTensorProduct, cg_contract, edge_aggregate
 from sciml.equivariant.so3 import couple, random_rotation, solid_harmonics, wigner_d
-from sciml.equivariant.tensor_product import (
-    coupling_table,
-    expansion_table,
-    offsets,
-    recoupled_blocks,
-    recoupling_table,
-)
+from sciml.equivariant.tensor_product import coupling_table, expansion_table, recoupled_blocks, recoupling_table
 
 DEGREES = (0, 1, 2)
 BACKENDS = ["reference", "cpu"]
@@ -24,8 +19,8 @@ BACKENDS = ["reference", "cpu"]
 def rotate_features(x: torch.Tensor, rotation: torch.Tensor, degrees) -> torch.Tensor:
     """Apply D^l(R) blockwise to (N, M, C) features of a layout."""
     blocks = [
-        torch.einsum("ij,njc->nic", wigner_d(l, rotation), x[:, s : s + 2 * l + 1])
-        for l, s in zip(degrees, offsets(degrees), strict=True)
+        torch.einsum("ij,njc->nic", wigner_d(l, rotation), x[:, s])
+        for l, s in zip(degrees, DegreeLayout(degrees).slices, strict=True)
     ]
     return torch.cat(blocks, dim=1)
 
@@ -113,3 +108,15 @@ def test_parity_allowed_paths_commute_with_inversion(parity):
         assert error < 1e-12
     else:
         assert error > 1e-3
+
+
+def test_degree_layout_offsets_slices_and_e3nn_dims():
+    from e3nn import o3
+
+    layout = DegreeLayout((0, 1, 1, 2))
+    assert layout.offsets == (0, 1, 4, 7) and layout.dim == 12 == o3.Irreps("0e + 1o + 1o + 2e").dim
+    assert [s.stop - s.start for s in layout.slices] == [1, 3, 3, 5]
+    full = DegreeLayout.up_to(3)
+    assert full.slices[2] == slice(4, 9) and full.dim == 16 and list(full) == [0, 1, 2, 3]
+    with pytest.raises(ValueError, match="degrees must be >= 0"):
+        DegreeLayout((0, -1))

@@ -12,6 +12,7 @@ import torch
 from e3nn import o3
 from torch import nn
 
+from sciml.equivariant.layout import DegreeLayout
 from sciml.equivariant.operations import ChannelMixing
 from sciml.equivariant.so3 import float64_default, solid_harmonics
 from sciml.equivariant.tensor_product import mixing_layout
@@ -20,11 +21,7 @@ from sciml.models.e2former.context import GraphContext
 
 def to_e3nn(x: torch.Tensor, degrees: tuple[int, ...]) -> torch.Tensor:
     """(N, M, C) channels-last -> e3nn's flat (N, sum_l C (2l + 1)) layout, multiplicity-major per degree."""
-    starts = [sum(2 * d + 1 for d in degrees[:k]) for k in range(len(degrees))]
-    return torch.cat(
-        [x[:, s : s + 2 * l + 1].transpose(1, 2).reshape(x.shape[0], -1) for l, s in zip(degrees, starts, strict=True)],
-        dim=1,
-    )
+    return torch.cat([x[:, s].transpose(1, 2).reshape(x.shape[0], -1) for s in DegreeLayout(degrees).slices], dim=1)
 
 
 class EdgeTensorProductConvolution(nn.Module):

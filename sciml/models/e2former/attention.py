@@ -7,6 +7,7 @@ import math
 import torch
 from torch import nn
 
+from sciml.equivariant.layout import DegreeLayout
 from sciml.models.e2former.context import GraphContext
 from sciml.models.e2former.convolution import Wigner6jConvolution
 from sciml.nn.mlp import MLP
@@ -47,7 +48,7 @@ class OrderBranch(nn.Module):
         self.order, self.width = order, width
         self.radial = MLP((edge_features, channels, width), layer_norm=True)
         self.value = SO3Linear(lmax, channels, width)
-        degrees = tuple(range(lmax + 1))
+        degrees = DegreeLayout.up_to(lmax).degrees
         self.convolution = Wigner6jConvolution(degrees, order, degrees, width, width, dense, backend, parity)
 
     def forward(
