@@ -9,7 +9,7 @@ the configs or on the command line:
   energy_scale}`` (computed from the training split when the data module is built);
 - Koopman models (:class:`~sciml.training.KoopmanModule`): ``data.lagtime -> model.lagtime``; on
   molecular data (:class:`~sciml.data.AtomsDataModule`) also ``data.species``, ``data.cutoff`` ->
-  ``model.encoder.{species, cutoff}`` (a :class:`~sciml.koopman.MolecularEncoder`).
+  ``model.encoder_f.{species, cutoff}`` (a :class:`~sciml.koopman.MolecularEncoder`).
 """
 
 from __future__ import annotations
@@ -49,7 +49,10 @@ class SciMLCLI(LightningCLI):
             if self.molecular:
                 for name, compute in MOLECULAR_ENCODER_LINKS.items():
                     parser.link_arguments(
-                        "data", f"model.init_args.encoder.init_args.{name}", compute_fn=compute, apply_on="instantiate"
+                        "data",
+                        f"model.init_args.encoder_f.init_args.{name}",
+                        compute_fn=compute,
+                        apply_on="instantiate",
                     )
 
 

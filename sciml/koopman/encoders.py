@@ -7,6 +7,8 @@ import math
 import torch
 from torch import nn
 
+from sciml.nn.checkpoint import records_config
+
 
 class SinusoidalFeatures(nn.Module):
     """x -> [sin(2 pi n x / period), cos(2 pi n x / period)] for n = 1..harmonics: periodic states.
@@ -37,6 +39,7 @@ class MLPEncoder(nn.Module):
 
     ACTIVATIONS = {"silu": nn.SiLU, "tanh": nn.Tanh, "leaky_relu": nn.LeakyReLU, "gelu": nn.GELU}
 
+    @records_config
     def __init__(
         self,
         input_dim: int,
@@ -48,7 +51,6 @@ class MLPEncoder(nn.Module):
         harmonics: int = 1,
     ) -> None:
         super().__init__()
-        self.config = {key: value for key, value in locals().items() if key not in ("self", "__class__")}
         if activation not in self.ACTIVATIONS:
             raise ValueError(f"unknown activation '{activation}'; choose one of {sorted(self.ACTIVATIONS)}")
         layers: list[nn.Module] = [SinusoidalFeatures(period, harmonics)] if periodic else []

@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from sciml.models.e2former import E2Former
+from sciml.nn.checkpoint import records_config
 from sciml.nn.mlp import MLP
 
 
@@ -25,6 +26,7 @@ class MolecularEncoder(nn.Module):
         hidden: widths of the MLP head. pooling: ``"mean"`` or ``"sum"`` over the atoms of a structure.
     """
 
+    @records_config
     def __init__(
         self,
         species: list[int],
@@ -42,7 +44,6 @@ class MolecularEncoder(nn.Module):
         parity: bool = True,
     ) -> None:
         super().__init__()
-        self.config = {key: value for key, value in locals().items() if key not in ("self", "__class__")}
         if pooling not in ("mean", "sum"):
             raise ValueError(f"pooling must be 'mean' or 'sum', got '{pooling}'")
         self.pooling, self.output_dim = pooling, output_dim

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import copy
-
 import lightning as L
 import torch
 from lightning.pytorch.cli import OptimizerCallable
@@ -11,7 +9,7 @@ from torch import nn
 
 from sciml.koopman.functional import with_constant
 from sciml.koopman.losses import LoRALoss
-from sciml.nn.checkpoint import module_spec
+from sciml.nn.checkpoint import fresh_instance, module_spec
 
 
 class KoopmanModule(L.LightningModule):
@@ -22,9 +20,12 @@ class KoopmanModule(L.LightningModule):
     process holding the whole batch (DDP averages gradients over processes).
 
     Args:
-        encoder: feature map for f, (batch) -> (B, k - 1).
-        encoder_g: feature map for g; default: a freshly initialised copy of ``encoder``.
-        share_encoders: use ``encoder`` for both f and g.
+        encoder_f: feature map for f, (batch) -> (B, k - 1).
+        encoder_g: feature map for g; default: a new instance of ``encoder_f``'s class built from its recorded
+            constructor arguments (``config``, see :func:`~sciml.nn.checkpoint.records_config`), so every
+            parameter is freshly initialised; an encoder without ``config`` needs ``encoder_g`` or
+            ``share_encoders``.
+        share_encoders: use ``encoder_f`` for both f and g.
         loss: a module ``(f, g) -> scalar``; default nested LoRA (joint nesting, U-statistic).
         optimizer: optimizer factory, e.g. ``torch.optim.Adam`` with ``lr``.
         lagtime: lag in frames, recorded in the checkpoint (linked from the data module).
@@ -34,7 +35,7 @@ class KoopmanModule(L.LightningModule):
 
     def __init__(
         self,
-        encoder: nn.Module,
+        encoder_f: nn.Module,
         encoder_g: nn.Module | None = None,
         share_encoders: bool = False,
         loss: nn.Module | None = None,
@@ -42,12 +43,12 @@ class KoopmanModule(L.LightningModule):
         lagtime: int = 1,
     ) -> None:
         super().__init__()
-        self.save_hyperparameters(ignore=["encoder", "encoder_g", "loss", "optimizer"])  # weights_only-loadable
-        self.encoder_f = encoder
+        self.save_hyperparameters(ignore=["encoder_f", "encoder_g", "loss", "optimizer"])  # weights_only-loadable
+        self.encoder_f = encoder_f
         if share_encoders:
-            self.encoder_g = encoder
+            self.encoder_g = encoder_f
         else:
-            self.encoder_g = encoder_g if encoder_g is not None else _fresh_copy(encoder)
+            self.encoder_g = encoder_g if encoder_g is not None else fresh_instance(encoder_f)
         self.loss_fn = loss if loss is not None else LoRALoss()
         self.optimizer_factory = optimizer
 
@@ -91,14 +92,6 @@ class KoopmanModule(L.LightningModule):
         if all(getattr(encoder, "config", None) is not None for encoder in encoders.values()):
             checkpoint["sciml_koopman"] = {side: module_spec(encoder) for side, encoder in encoders.items()}
             checkpoint["sciml_koopman"]["lagtime"] = self.hparams.lagtime
-
-
-def _fresh_copy(module: nn.Module) -> nn.Module:
-    twin = copy.deepcopy(module)
-    for child in twin.modules():
-        if hasattr(child, "reset_parameters"):
-            child.reset_parameters()
-    return twin
 
 
 def _batch_size(batch) -> int:

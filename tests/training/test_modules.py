@@ -72,3 +72,25 @@ def test_potential_loss_without_any_weighted_label_names_what_is_missing(tmp_pat
     outputs = module._predict(batch, use_ema=False)
     with pytest.raises(ValueError, match=r"no label for any weighted loss term \(energy, forces\)"):
         module._loss(batch, outputs)
+
+
+def test_koopman_g_encoder_is_freshly_initialised_everywhere():
+    """The default g is a new instance built from f's recorded constructor arguments: every randomly
+    initialised parameter differs from f's (the equivariant weights had been copied from f before)."""
+    from sciml.koopman import MolecularEncoder
+
+    torch.manual_seed(0)
+    f = MolecularEncoder([1, 6, 8], 4.0, output_dim=3, channels=8, lmax=2, layers=1, hidden=(8,)).double()
+    module = KoopmanModule(f)
+    g = module.encoder_g
+    assert g is not f and type(g) is type(f) and g.config == f.config
+    g_parameters = dict(g.named_parameters())
+    random = {name: p for name, p in f.named_parameters() if p.detach().unique().numel() > 1}
+    assert any("convolution" in name for name in random)  # the equivariant weights are among them
+    for name, p in random.items():
+        assert g_parameters[name].dtype == torch.float64
+        assert not torch.equal(p, g_parameters[name]), name
+    plain = torch.nn.Linear(1, 3)  # no recorded constructor arguments: no silent deep copy
+    with pytest.raises(ValueError, match="Linear keeps no `config`"):
+        KoopmanModule(plain)
+    assert KoopmanModule(plain, share_encoders=True).encoder_g is plain

@@ -12,6 +12,7 @@ from sciml.models.e2former.attention import attention_orders
 from sciml.models.e2former.blocks import TransformerBlock
 from sciml.models.e2former.context import GraphContext
 from sciml.models.e2former.embedding import EdgeDegreeEmbedding
+from sciml.nn.checkpoint import records_config
 from sciml.nn.mlp import MLP
 from sciml.nn.radial import GaussianBasis, polynomial_envelope
 from sciml.nn.so3_layers import EquivariantRMSNorm
@@ -53,6 +54,7 @@ class E2Former(nn.Module):
     ``edge_index (2,E)``, ``shifts (E,3)``. Output: ``{"energy": (B,), "energies": (N,), "features": (N,M,C)}``.
     """
 
+    @records_config
     def __init__(
         self,
         species: list[int],
@@ -76,7 +78,6 @@ class E2Former(nn.Module):
         s2_resolution: int = 18,
     ) -> None:
         super().__init__()
-        self.config = {key: value for key, value in locals().items() if key not in ("self", "__class__")}
         self.species, self.cutoff, self.order, self.lmax = list(species), float(cutoff), order, lmax
         self.max_order = max(attention_orders(order))
         lookup = torch.full((119,), -1, dtype=torch.int64)
