@@ -60,8 +60,8 @@ class PotentialModule(L.LightningModule):
         self.loss_name, self.huber_delta = loss, huber_delta
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         self.stage_two = StageTwo.from_config(stage_two)
-        self.ema = (
-            torch.optim.swa_utils.AveragedModel(copy.deepcopy(model), multi_avg_fn=warmup_ema(ema_decay))
+        self.ema = (  # averages self.potential: its module is the EMA model's own ForceStressOutput
+            torch.optim.swa_utils.AveragedModel(copy.deepcopy(self.potential), multi_avg_fn=warmup_ema(ema_decay))
             if ema_decay
             else None
         )
@@ -79,16 +79,18 @@ class PotentialModule(L.LightningModule):
     def forward(self, batch, stress: bool = False) -> dict[str, torch.Tensor]:
         return self.potential(batch, forces=True, stress=stress)
 
+    @property
+    def evaluation_model(self) -> nn.Module:
+        """The energy model used for validation, testing, prediction and checkpoints' EMA weights."""
+        return self.ema.module.model if self.ema is not None else self.model
+
     def _predict(self, batch, use_ema: bool) -> dict[str, torch.Tensor]:
         if torch.is_inference_mode_enabled():  # Lightning evaluates under inference mode: forces need autograd
             with torch.inference_mode(False):
                 return self._predict(batch.clone(), use_ema)
         stress = self.weights["stress"] > 0 and hasattr(batch, "stress")
-        if use_ema and self.ema is not None:
-            return ForceStressOutput(self.ema.module, self.direct_forces).train(self.training)(
-                batch, forces=True, stress=stress
-            )
-        return self(batch, stress=stress)
+        potential = self.ema.module if use_ema and self.ema is not None else self.potential
+        return potential(batch, forces=True, stress=stress)
 
     def _pointwise(self, prediction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         if self.loss_name == "huber":
@@ -137,15 +139,13 @@ class PotentialModule(L.LightningModule):
     def predict_step(self, batch, batch_idx: int) -> dict[str, torch.Tensor]:
         with torch.inference_mode(False):
             batch = self._in_model_dtype(batch.clone())
-            model = self.ema.module if self.ema is not None else self.model
-            outputs = ForceStressOutput(model, self.direct_forces).eval()(
-                batch, forces=True, stress=bool(batch.pbc.all())
-            )
+            potential = self.ema.module if self.ema is not None else self.potential
+            outputs = potential(batch, forces=True, stress=bool(batch.pbc.all()))
         return {key: value.detach() for key, value in outputs.items() if key != "features"}
 
     def on_train_batch_end(self, outputs, batch, batch_idx: int) -> None:
         if self.ema is not None:
-            self.ema.update_parameters(self.model)
+            self.ema.update_parameters(self.potential)
 
     def on_train_epoch_start(self) -> None:
         stage = self.stage_two
@@ -178,4 +178,4 @@ class PotentialModule(L.LightningModule):
         if getattr(self.model, "config", None) is not None:
             checkpoint["sciml_model"] = module_spec(self.model)
         if self.ema is not None:
-            checkpoint["ema_state_dict"] = self.ema.module.state_dict()
+            checkpoint["ema_state_dict"] = self.evaluation_model.state_dict()

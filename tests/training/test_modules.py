@@ -94,3 +94,20 @@ def test_koopman_g_encoder_is_freshly_initialised_everywhere():
     with pytest.raises(ValueError, match="Linear keeps no `config`"):
         KoopmanModule(plain)
     assert KoopmanModule(plain, share_encoders=True).encoder_g is plain
+
+
+def test_potential_module_builds_its_force_outputs_once(molecule_frames, tmp_path, monkeypatch):
+    """One ForceStressOutput for the live model, one inside the EMA copy; steps build no more."""
+    from sciml.nn.forces import ForceStressOutput
+
+    ase.io.write(tmp_path / "frames.extxyz", molecule_frames)
+    data, batch = first_batch(str(tmp_path / "frames.extxyz"))
+    module = potential_module(data, ema_decay=0.99)
+    assert sum(isinstance(m, ForceStressOutput) for m in module.modules()) == 2
+    built = []
+    original = ForceStressOutput.__init__
+    monkeypatch.setattr(ForceStressOutput, "__init__", lambda self, *a, **k: built.append(1) or original(self, *a, **k))
+    module.on_train_batch_end(None, batch, 0)  # an EMA update
+    module._predict(batch, use_ema=True), module._predict(batch, use_ema=False), module.predict_step(batch, 0)
+    assert not built
+    assert module.evaluation_model is module.ema.module.model
