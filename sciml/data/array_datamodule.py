@@ -5,18 +5,17 @@ from __future__ import annotations
 from functools import cached_property
 from pathlib import Path
 
-import lightning as L
 import numpy as np
 import torch
-from torch.utils.data import DataLoader
 
 from sciml.data.datasets import ArrayPairs
 from sciml.data.errors import DataError
+from sciml.data.split_datamodule import SplitDataModule
 from sciml.data.splits import check_lagtime, pair_index, split_segments
 from sciml.data.systems.base import StochasticSystem
 
 
-class ArrayDataModule(L.LightningDataModule):
+class ArrayDataModule(SplitDataModule):
     """Pairs ``(x_t, x_{t+lagtime})`` from state trajectories, split without crossing trajectories.
 
     Give exactly one source: ``system`` (simulated here with ``n_steps``, ``n_trajectories``, ``seed``)
@@ -25,7 +24,8 @@ class ArrayDataModule(L.LightningDataModule):
     Args:
         lagtime: lag in sampling steps.
         split: (train, val, test) fractions (of trajectories when several, else contiguous blocks).
-        batch_size: pairs per training batch (the last incomplete batch is dropped).
+        batch_size / eval_batch_size: pairs per training batch (the last incomplete one is dropped) /
+            evaluation batch. num_workers: dataloader worker processes.
     """
 
     def __init__(
@@ -39,6 +39,7 @@ class ArrayDataModule(L.LightningDataModule):
         seed: int = 0,
         batch_size: int = 256,
         eval_batch_size: int | None = None,
+        num_workers: int = 0,
     ) -> None:
         super().__init__()
         if (system is None) == (path is None):
@@ -47,6 +48,7 @@ class ArrayDataModule(L.LightningDataModule):
         self.system, self.path, self.n_steps, self.n_trajectories = system, path, n_steps, n_trajectories
         self.lagtime, self.split, self.seed = lagtime, split, seed
         self.batch_size, self.eval_batch_size = batch_size, eval_batch_size or batch_size
+        self.num_workers = num_workers
 
     @cached_property
     def trajectories(self) -> list[torch.Tensor]:
@@ -59,38 +61,16 @@ class ArrayDataModule(L.LightningDataModule):
         check_lagtime([s.shape[0] for s in states], self.lagtime, [source] * len(states))
         return [torch.as_tensor(s, dtype=torch.get_default_dtype()) for s in states]
 
-    @property
-    def state_dim(self) -> int:
-        return self.trajectories[0].shape[-1]
-
     @cached_property
     def segments(self):
         return split_segments([t.shape[0] for t in self.trajectories], self.split, self.seed)
 
     def dataset(self, name: str) -> ArrayPairs:
+        """Lagged pairs of split ``name``."""
         index = pair_index(self.segments[name], self.lagtime)
         if index.shape[0] == 0:
             raise DataError(f"the '{name}' split has no lagged pairs (lagtime={self.lagtime})")
         return ArrayPairs(self.trajectories, index, self.lagtime)
-
-    def train_dataloader(self) -> DataLoader:
-        return DataLoader(
-            self.dataset("train"),
-            batch_size=self.batch_size,
-            shuffle=True,
-            drop_last=True,
-            generator=torch.Generator().manual_seed(self.seed),
-        )
-
-    def split_dataloader(self, name: str) -> DataLoader:
-        """Every item of split ``name`` (``"train"``, ``"val"`` or ``"test"``) in order, in evaluation batches."""
-        return DataLoader(self.dataset(name), batch_size=self.eval_batch_size)
-
-    def val_dataloader(self) -> DataLoader:
-        return self.split_dataloader("val")
-
-    def test_dataloader(self) -> DataLoader:
-        return self.split_dataloader("test")
 
 
 def _load_npz(path: Path) -> np.ndarray:

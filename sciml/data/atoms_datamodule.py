@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from functools import cached_property
 
-import lightning as L
 import numpy as np
 import torch
 from ase.data import atomic_numbers
@@ -14,11 +13,12 @@ from sciml.data.datasets import FrameGraphs
 from sciml.data.errors import DataError
 from sciml.data.labels import LabelKeys, read_frame
 from sciml.data.readers import read_trajectories
+from sciml.data.split_datamodule import SplitDataModule
 from sciml.data.splits import Segment, check_lagtime, frame_index, pair_index, split_segments
 from sciml.data.stats import energy_reference, force_rms
 
 
-class AtomsDataModule(L.LightningDataModule):
+class AtomsDataModule(SplitDataModule):
     """Frames (``lagtime=None``) or pairs ``(frame t, frame t + lagtime)`` from ASE trajectory files.
 
     Args:
@@ -39,6 +39,8 @@ class AtomsDataModule(L.LightningDataModule):
             training, ``trainer.precision: 64-true``: labels such as total energies of hundreds of eV lose
             ~0.1 meV when stored in float32).
     """
+
+    loader_class = DataLoader  # PyG's: batches graphs
 
     def __init__(
         self,
@@ -158,33 +160,14 @@ class AtomsDataModule(L.LightningDataModule):
         """RMS force component (eV/Å) on the training split."""
         return force_rms([r["forces"] for r in self._train_frames() if "forces" in r])
 
-    # --- Lightning hooks ---
-    def _dataset(self, name: str) -> FrameGraphs:
+    # --- datasets (the dataloaders come from SplitDataModule) ---
+    def dataset(self, name: str) -> FrameGraphs:
+        """Frames (or lagged pairs) of split ``name`` as graphs."""
         segments = self.segments[name]
         index = frame_index(segments) if self.lagtime is None else pair_index(segments, self.lagtime)
         if index.shape[0] == 0:
             raise DataError(f"the '{name}' split is empty (split={list(self.split)}, lagtime={self.lagtime})")
         return FrameGraphs(self.records, index, self.cutoff, self.lagtime, self.neighbor_backend, self.dtype)
-
-    def train_dataloader(self) -> DataLoader:
-        return DataLoader(
-            self._dataset("train"),
-            batch_size=self.batch_size,
-            shuffle=True,
-            num_workers=self.num_workers,
-            drop_last=self.lagtime is not None,
-            generator=torch.Generator().manual_seed(self.seed),
-        )
-
-    def split_dataloader(self, name: str) -> DataLoader:
-        """Every item of split ``name`` (``"train"``, ``"val"`` or ``"test"``) in order, in evaluation batches."""
-        return DataLoader(self._dataset(name), batch_size=self.eval_batch_size, num_workers=self.num_workers)
-
-    def val_dataloader(self) -> DataLoader:
-        return self.split_dataloader("val")
-
-    def test_dataloader(self) -> DataLoader:
-        return self.split_dataloader("test")
 
     def predict_dataloader(self) -> DataLoader:
         if self.predict_paths is None:

@@ -41,7 +41,7 @@ def test_pairs_never_cross_trajectories(tmp_path, cu_frames):
     dm = AtomsDataModule(paths=str(tmp_path), cutoff=3.0, lagtime=2, split=(1 / 3, 1 / 3, 1 / 3))
     seen = set()
     for name in ("train", "val", "test"):
-        dataset = dm._dataset(name)
+        dataset = dm.dataset(name)
         for k in range(len(dataset)):
             trajectory, t = dataset.index[k].tolist()
             first, second = dataset[k]
