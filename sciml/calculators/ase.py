@@ -14,7 +14,7 @@ from torch import nn
 from torch_geometric.data import Data
 
 from sciml.calculators.checkpoint import load_model
-from sciml.data.neighbors import radius_graph
+from sciml.data.neighbours import radius_graph
 from sciml.nn.forces import ForceStressOutput
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}

@@ -5,7 +5,7 @@ from sciml.data.atoms_datamodule import AtomsDataModule
 from sciml.data.errors import DataError
 from sciml.data.graph import frame_to_graph
 from sciml.data.labels import LabelKeys, read_frame
-from sciml.data.neighbors import radius_graph
+from sciml.data.neighbours import radius_graph
 from sciml.data.readers import Trajectory, read_trajectories
 
 __all__ = [

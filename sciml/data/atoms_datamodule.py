@@ -34,7 +34,7 @@ class AtomsDataModule(SplitDataModule):
         batch_size / eval_batch_size: structures (or pairs) per batch for training / evaluation.
         energy_key, forces_key, stress_key: ``atoms.info``/``atoms.arrays`` keys; default: calculator results.
         predict_paths: files for ``sciml predict`` (every frame, in order, labels optional).
-        neighbor_backend: ``"vesin"``, ``"torch"`` or ``"torch_cluster"``.
+        neighbour_backend: ``"vesin"``, ``"torch"`` or ``"torch_cluster"``.
         dtype: ``"float32"`` or ``"float64"``: positions, cells and labels of the graphs (float64 for float64
             training, ``trainer.precision: 64-true``: labels such as total energies of hundreds of eV lose
             ~0.1 meV when stored in float32).
@@ -58,7 +58,7 @@ class AtomsDataModule(SplitDataModule):
         forces_key: str | None = None,
         stress_key: str | None = None,
         predict_paths: str | list[str] | None = None,
-        neighbor_backend: str = "vesin",
+        neighbour_backend: str = "vesin",
         dtype: str = "float32",
         train_paths: str | list[str] | None = None,
         val_paths: str | list[str] | None = None,
@@ -77,10 +77,10 @@ class AtomsDataModule(SplitDataModule):
         self.save_hyperparameters()
         self.paths, self.cutoff, self.lagtime, self.seed = paths, float(cutoff), lagtime, seed
         self.batch_size, self.eval_batch_size = batch_size, eval_batch_size or batch_size
-        self.num_workers, self.predict_paths, self.neighbor_backend = (
+        self.num_workers, self.predict_paths, self.neighbour_backend = (
             num_workers,
             predict_paths,
-            neighbor_backend,
+            neighbour_backend,
         )
         self.keys = LabelKeys(energy_key, forces_key, stress_key)
         self.required = labels if labels is not None else (["energy", "forces"] if lagtime is None else [])
@@ -167,7 +167,7 @@ class AtomsDataModule(SplitDataModule):
         index = frame_index(segments) if self.lagtime is None else pair_index(segments, self.lagtime)
         if index.shape[0] == 0:
             raise DataError(f"the '{name}' split is empty (split={list(self.split)}, lagtime={self.lagtime})")
-        return FrameGraphs(self.records, index, self.cutoff, self.lagtime, self.neighbor_backend, self.dtype)
+        return FrameGraphs(self.records, index, self.cutoff, self.lagtime, self.neighbour_backend, self.dtype)
 
     def predict_dataloader(self) -> DataLoader:
         if self.predict_paths is None:
@@ -177,7 +177,7 @@ class AtomsDataModule(SplitDataModule):
             [read_frame(a, t.source, f, self.species, self.keys) for f, a in enumerate(t.frames)] for t in trajectories
         ]
         index = frame_index([Segment(k, 0, len(r)) for k, r in enumerate(records)])
-        dataset = FrameGraphs(records, index, self.cutoff, None, self.neighbor_backend, self.dtype)
+        dataset = FrameGraphs(records, index, self.cutoff, None, self.neighbour_backend, self.dtype)
         return DataLoader(dataset, batch_size=self.eval_batch_size, num_workers=self.num_workers)
 
     def state_dict(self) -> dict:

@@ -1,7 +1,7 @@
 """Map-style datasets over validated frames or plain state arrays: single frames or lagged pairs.
 
 Both index with the ``(trajectory, t)`` rows of :mod:`sciml.data.splits`; a pair item is
-``(item at t, item at t + lag)``.
+``(item at t, item at t + lagtime)``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ class FrameGraphs(Dataset):
         records: per trajectory, per frame: records from :func:`sciml.data.labels.read_frame`.
         index: (F, 2) ``(trajectory, t)`` rows.
         cutoff: Å.
-        lag: ``None`` for single frames, else frames per lag (items are pairs).
+        lagtime: ``None`` for single frames, else the lag time in frames (items are pairs).
     """
 
     def __init__(
@@ -31,37 +31,37 @@ class FrameGraphs(Dataset):
         records: Sequence[Sequence[dict[str, np.ndarray]]],
         index: torch.Tensor,
         cutoff: float,
-        lag: int | None = None,
-        neighbor_backend: str = "vesin",
+        lagtime: int | None = None,
+        neighbour_backend: str = "vesin",
         dtype: torch.dtype | None = None,
     ) -> None:
-        self.records, self.index, self.cutoff, self.lag = records, index, cutoff, lag
-        self.neighbor_backend, self.dtype = neighbor_backend, dtype
+        self.records, self.index, self.cutoff, self.lagtime = records, index, cutoff, lagtime
+        self.neighbour_backend, self.dtype = neighbour_backend, dtype
 
     def __len__(self) -> int:
         return self.index.shape[0]
 
     def _graph(self, trajectory: int, t: int) -> Data:
-        return frame_to_graph(self.records[trajectory][t], self.cutoff, self.dtype, self.neighbor_backend)
+        return frame_to_graph(self.records[trajectory][t], self.cutoff, self.dtype, self.neighbour_backend)
 
     def __getitem__(self, k: int) -> Data | tuple[Data, Data]:
         trajectory, t = self.index[k].tolist()
-        if self.lag is None:
+        if self.lagtime is None:
             return self._graph(trajectory, t)
-        return self._graph(trajectory, t), self._graph(trajectory, t + self.lag)
+        return self._graph(trajectory, t), self._graph(trajectory, t + self.lagtime)
 
 
 class ArrayPairs(Dataset):
-    """Lagged pairs ``(x_t, x_{t+lag})`` of plain state trajectories (SDEs, maps).
+    """Lagged pairs ``(x_t, x_{t+lagtime})`` of plain state trajectories (SDEs, maps).
 
     Args:
         trajectories: list of (T_k, d) tensors.
         index: (P, 2) ``(trajectory, t)`` rows from :func:`sciml.data.splits.pair_index`.
-        lag: steps between the two states.
+        lagtime: steps between the two states.
     """
 
-    def __init__(self, trajectories: Sequence[torch.Tensor], index: torch.Tensor, lag: int) -> None:
-        self.trajectories, self.index, self.lag = trajectories, index, lag
+    def __init__(self, trajectories: Sequence[torch.Tensor], index: torch.Tensor, lagtime: int) -> None:
+        self.trajectories, self.index, self.lagtime = trajectories, index, lagtime
 
     def __len__(self) -> int:
         return self.index.shape[0]
@@ -69,4 +69,4 @@ class ArrayPairs(Dataset):
     def __getitem__(self, k: int) -> tuple[torch.Tensor, torch.Tensor]:
         trajectory, t = self.index[k].tolist()
         states = self.trajectories[trajectory]
-        return states[t], states[t + self.lag]
+        return states[t], states[t + self.lagtime]

@@ -1,7 +1,7 @@
 """One validated frame -> a PyG ``Data`` graph. ``Batch.from_data_list`` makes the flat graph batch.
 
 Fields (units Å, eV, eV/Å, eV/Å^3): ``pos (N,3)``, ``numbers (N,)``, ``cell (1,3,3)``, ``pbc (1,3)``,
-``edge_index (2,E)`` and ``shifts (E,3)`` as defined in :mod:`sciml.data.neighbors`, ``natoms (1,)``,
+``edge_index (2,E)`` and ``shifts (E,3)`` as defined in :mod:`sciml.data.neighbours`, ``natoms (1,)``,
 and the labels present: ``energy (1,)``, ``forces (N,3)``, ``stress (1,3,3)``. After batching, ``batch (N,)``
 maps atoms to structures and ``cell``/``pbc``/``energy``/``stress`` gain a leading structure axis.
 """
@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from torch_geometric.data import Data
 
-from sciml.data.neighbors import radius_graph
+from sciml.data.neighbours import radius_graph
 
 
 def frame_to_graph(

@@ -2,7 +2,7 @@
 
 A segment ``(trajectory, start, stop)`` is a contiguous run of frames. Several trajectories are split
 whole (no frame of a trajectory is in two splits); a single trajectory is cut into contiguous blocks.
-Lagged pairs ``(t, t + lag)`` are taken inside one segment only, so they never cross a trajectory (or
+Lagged pairs ``(t, t + lagtime)`` are taken inside one segment only, so they never cross a trajectory (or
 split) boundary.
 """
 
@@ -78,20 +78,22 @@ def frame_index(segments: Sequence[Segment]) -> torch.Tensor:
     return torch.cat(rows) if rows else torch.zeros(0, 2, dtype=torch.int64)
 
 
-def pair_index(segments: Sequence[Segment], lag: int) -> torch.Tensor:
-    """(P, 2) rows ``(trajectory, t)``: every pair ``(t, t + lag)`` with both frames in one segment."""
-    if lag < 1:
-        raise DataError(f"lagtime must be a positive number of frames, got {lag}")
+def pair_index(segments: Sequence[Segment], lagtime: int) -> torch.Tensor:
+    """(P, 2) rows ``(trajectory, t)``: every pair ``(t, t + lagtime)`` with both frames in one segment."""
+    if lagtime < 1:
+        raise DataError(f"lagtime must be a positive number of frames, got {lagtime}")
     rows = [
-        torch.stack([torch.full((s.stop - s.start - lag,), s.trajectory), torch.arange(s.start, s.stop - lag)], 1)
+        torch.stack(
+            [torch.full((s.stop - s.start - lagtime,), s.trajectory), torch.arange(s.start, s.stop - lagtime)], 1
+        )
         for s in segments
-        if s.stop - s.start > lag
+        if s.stop - s.start > lagtime
     ]
     return torch.cat(rows) if rows else torch.zeros(0, 2, dtype=torch.int64)
 
 
-def check_lagtime(lengths: Sequence[int], lag: int, sources: Sequence[str]) -> None:
-    """Raise if ``lag`` is not shorter than some trajectory (naming it)."""
+def check_lagtime(lengths: Sequence[int], lagtime: int, sources: Sequence[str]) -> None:
+    """Raise if ``lagtime`` is not shorter than some trajectory (naming it)."""
     for length, source in zip(lengths, sources, strict=True):
-        if lag >= length:
-            raise DataError(f"file '{source}': lagtime {lag} >= trajectory length {length} frames")
+        if lagtime >= length:
+            raise DataError(f"file '{source}': lagtime {lagtime} >= trajectory length {length} frames")

@@ -13,7 +13,7 @@ from sciml.nn.checkpoint import fresh_instance, module_spec
 
 
 class KoopmanModule(L.LightningModule):
-    """Encoders f (on x_t) and g (on x_{t+lag}); the loss sees (f, g) with the constant prepended.
+    """Encoders f (on x_t) and g (on x_{t+lagtime}); the loss sees (f, g) with the constant prepended.
 
     Under DDP the loss uses the moments of the *global* batch: features are all-gathered, the local
     slice stays differentiable and the loss is scaled by the world size, so gradients equal those of one
@@ -52,9 +52,9 @@ class KoopmanModule(L.LightningModule):
         self.loss_fn = loss if loss is not None else LoRALoss()
         self.optimizer_factory = optimizer
 
-    def features(self, x_t, x_lag) -> tuple[torch.Tensor, torch.Tensor]:
-        """(f(x_t), g(x_{t+lag})), each (B, k) with the constant function first."""
-        return with_constant(self.encoder_f(x_t)), with_constant(self.encoder_g(x_lag))
+    def features(self, x_t, x_later) -> tuple[torch.Tensor, torch.Tensor]:
+        """(f(x_t), g(x_{t+lagtime})), each (B, k) with the constant function first."""
+        return with_constant(self.encoder_f(x_t)), with_constant(self.encoder_g(x_later))
 
     def _world_size(self) -> int:
         """Processes sharing the global batch: 1 outside a Trainer (``self.trainer`` raises there)."""
@@ -95,6 +95,6 @@ class KoopmanModule(L.LightningModule):
 
 
 def _batch_size(batch) -> int:
-    """Pairs in a batch ``(x_t, x_lag)`` of state tensors or of graph batches."""
+    """Pairs in a batch ``(x_t, x_later)`` of state tensors or of graph batches."""
     first = batch[0]
     return int(first.num_graphs) if hasattr(first, "num_graphs") else int(first.shape[0])

@@ -29,13 +29,13 @@ def test_single_trajectory_uses_contiguous_blocks():
 
 def test_lagged_pairs_are_complete_and_stay_inside_segments():
     segments = [Segment(0, 0, 10), Segment(1, 0, 7), Segment(2, 3, 9), Segment(3, 0, 2)]
-    lag = 3
-    pairs = pair_index(segments, lag)
-    expected = {(s.trajectory, t) for s in segments for t in range(s.start, s.stop - lag)}
+    lagtime = 3
+    pairs = pair_index(segments, lagtime)
+    expected = {(s.trajectory, t) for s in segments for t in range(s.start, s.stop - lagtime)}
     assert {tuple(p) for p in pairs.tolist()} == expected and len(pairs) == len(expected)
     for trajectory, t in pairs.tolist():
         segment = next(s for s in segments if s.trajectory == trajectory)
-        assert segment.start <= t and t + lag < segment.stop
+        assert segment.start <= t and t + lagtime < segment.stop
     assert frame_index(segments).shape[0] == sum(s.stop - s.start for s in segments)
     with pytest.raises(DataError, match="positive"):
         pair_index(segments, 0)

@@ -8,9 +8,9 @@ import numpy as np
 
 
 class StochasticSystem(ABC):
-    """A Markov process sampled every ``dt`` time units, with its exact spectrum at any lag.
+    """A Markov process sampled every ``dt`` time units, with its exact spectrum at any lag time.
 
-    Lags are in sampling steps: ``lag = 1`` is one step of ``simulate``'s output.
+    Lag times are in sampling steps: ``lagtime = 1`` is one step of ``simulate``'s output.
     """
 
     dt: float = 1.0
@@ -20,11 +20,11 @@ class StochasticSystem(ABC):
         """Stationary trajectories, shape (n_trajectories, n_steps, dim)."""
 
     @abstractmethod
-    def singular_values(self, lag: int = 1, k: int = 10) -> np.ndarray:
+    def singular_values(self, lagtime: int = 1, k: int = 10) -> np.ndarray:
         """Top-k singular values of K_lag: L2(pi) -> L2(pi), descending (the first is 1)."""
 
     @abstractmethod
-    def eigenvalues(self, lag: int = 1, k: int = 10) -> np.ndarray:
+    def eigenvalues(self, lagtime: int = 1, k: int = 10) -> np.ndarray:
         """Top-k eigenvalues of K_lag sorted by decreasing modulus (complex dtype)."""
 
 

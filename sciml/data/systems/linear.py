@@ -3,7 +3,7 @@
 For x' = M x + eps, eps ~ N(0, Q), stationary covariance Sigma (Sigma = M Sigma M^T + Q):
 eigenvalues of the Koopman operator are the products prod_i mu_i^{n_i} of mu = eig(M) (Hermite
 polynomials of degree n), singular values the products prod_i rho_i^{n_i} of the canonical correlations
-rho = singular values of Sigma^{1/2} M^T Sigma^{-1/2} (Lancaster / Mehler). With lag tau, M -> M^tau.
+rho = singular values of Sigma^{1/2} M^T Sigma^{-1/2} (Lancaster / Mehler). With lagtime tau, M -> M^tau.
 """
 
 from __future__ import annotations
@@ -42,22 +42,22 @@ class GaussianAR1(StochasticSystem):
             x = x @ self.M.T + rng.standard_normal((n_trajectories, self.dim)) @ noise_factor.T
         return out
 
-    def canonical_correlations(self, lag: int = 1) -> np.ndarray:
+    def canonical_correlations(self, lagtime: int = 1) -> np.ndarray:
         root = np.real(sqrtm(self.covariance))
-        coupling = root @ np.linalg.matrix_power(self.M, lag).T @ np.linalg.inv(root)
+        coupling = root @ np.linalg.matrix_power(self.M, lagtime).T @ np.linalg.inv(root)
         return np.linalg.svd(coupling, compute_uv=False)
 
-    def singular_values(self, lag: int = 1, k: int = 10) -> np.ndarray:
-        return np.real(top_by_modulus(_products(self.canonical_correlations(lag), k), k))
+    def singular_values(self, lagtime: int = 1, k: int = 10) -> np.ndarray:
+        return np.real(top_by_modulus(_products(self.canonical_correlations(lagtime), k), k))
 
-    def eigenvalues(self, lag: int = 1, k: int = 10) -> np.ndarray:
-        return top_by_modulus(_products(np.linalg.eigvals(np.linalg.matrix_power(self.M, lag)), k), k)
+    def eigenvalues(self, lagtime: int = 1, k: int = 10) -> np.ndarray:
+        return top_by_modulus(_products(np.linalg.eigvals(np.linalg.matrix_power(self.M, lagtime)), k), k)
 
 
 class OrnsteinUhlenbeck(GaussianAR1):
     """dX_i = -theta_i X_i dt + sigma_i dW_i, sampled exactly every ``dt`` (independent coordinates).
 
-    Singular values = eigenvalues = exp(-lag dt sum_i n_i theta_i); the singular functions are products of
+    Singular values = eigenvalues = exp(-lagtime dt sum_i n_i theta_i); the singular functions are products of
     normalised Hermite polynomials He_n(x_i / s_i) / sqrt(n!), s_i^2 = sigma_i^2 / (2 theta_i).
 
     Args:

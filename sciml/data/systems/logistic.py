@@ -64,12 +64,12 @@ class NoisyLogisticMap(StochasticSystem):
         """pi(y) = sum_i c_i beta_i(y), with P^T c = c and int pi = 1."""
         return self.basis(y) @ self._density_coefficients
 
-    def eigenvalues(self, lag: int = 1, k: int = 10) -> np.ndarray:
-        return top_by_modulus(np.linalg.eigvals(self.transfer_matrix) ** lag, k)
+    def eigenvalues(self, lagtime: int = 1, k: int = 10) -> np.ndarray:
+        return top_by_modulus(np.linalg.eigvals(self.transfer_matrix) ** lagtime, k)
 
-    def singular_values(self, lag: int = 1, k: int = 10) -> np.ndarray:
-        if lag != 1:
-            raise NotImplementedError("exact singular values are implemented for lag 1 (one map step)")
+    def singular_values(self, lagtime: int = 1, k: int = 10) -> np.ndarray:
+        if lagtime != 1:
+            raise NotImplementedError("exact singular values are implemented for lagtime 1 (one map step)")
         y = self._nodes
         density = self.invariant_density(y)
         alpha, beta = self.left_features(y), self.basis(y)

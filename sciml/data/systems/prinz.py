@@ -5,7 +5,7 @@ The generator is discretised by the square-root approximation (SqRA) on a unifor
 Q_{i,i+1} = (kT / h^2) exp(-(U_{i+1} - U_i) / (2 kT)). Its eigenvalues converge to the generator's
 (0, -1.20, -7.89, -15.36, -82.08, ... for kT = 1). ``simulate`` samples the discretised process exactly
 (transition matrix exp(Q dt)), so the data and the reference spectrum describe the same Markov chain.
-Reversible: eigenvalues = singular values = exp(lambda lag dt).
+Reversible: eigenvalues = singular values = exp(lambda lagtime dt).
 """
 
 from __future__ import annotations
@@ -48,11 +48,11 @@ class PrinzPotential(StochasticSystem):
     def generator_eigenvalues(self, k: int = 8) -> np.ndarray:
         return self._spectrum[0][:k]
 
-    def eigenvalues(self, lag: int = 1, k: int = 10) -> np.ndarray:
-        return np.exp(self.generator_eigenvalues(k) * lag * self.dt).astype(complex)
+    def eigenvalues(self, lagtime: int = 1, k: int = 10) -> np.ndarray:
+        return np.exp(self.generator_eigenvalues(k) * lagtime * self.dt).astype(complex)
 
-    def singular_values(self, lag: int = 1, k: int = 10) -> np.ndarray:
-        return np.exp(self.generator_eigenvalues(k) * lag * self.dt)
+    def singular_values(self, lagtime: int = 1, k: int = 10) -> np.ndarray:
+        return np.exp(self.generator_eigenvalues(k) * lagtime * self.dt)
 
     @cached_property
     def stationary(self) -> np.ndarray:

@@ -68,7 +68,7 @@ class Wigner6jAttention(nn.Module):
         order: attention order L (0, 1 or 2; 1 is the default of the model), or ``"all"``: orders 0, 1 and 2
             at widths C, C/2 and C/4 (the paper's all-order attention), each gated per channel by a sigmoid of
             the receiver's scalars before the shared output projection. The softmax weights are shared.
-        edge_features: size of the invariant edge features (radial basis + species embeddings).
+        edge_features: size of the invariant edge features (radial basis + atom-type embeddings).
         head_dim: query/key size per head. dense / backend / parity: see :class:`Wigner6jConvolution`.
 
     Shape: h (N, (lmax+1)^2, C), edge features (E, F), envelope (E,) -> (N, (lmax+1)^2, C).

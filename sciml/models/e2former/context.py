@@ -1,6 +1,6 @@
 """Per-forward geometry shared by every layer: local frames, sender images, edge vectors.
 
-Edges follow the data layer's convention (``sciml.data.neighbors``): receiver i, sender j,
+Edges follow the data layer's convention (``sciml.data.neighbours``): receiver i, sender j,
 r_ij = pos[j] + shift - pos[i]. Under periodic boundary conditions a sender is an image (j, shift), so
 node-level tensor products stay exact: image s has position pos[j] + shift and the features of atom j.
 
@@ -68,9 +68,9 @@ class GraphContext:
     """Attributes (N atoms, S frame images, E edges in receiver order):
     positions (N, 3) in each atom's own frame (r_i - o_i); image_positions (S, 3) in the frame of the
     receivers they serve (r_j + shift - o); image_atom (S,) atom of each frame image; graph (EdgeGraph over
-    receivers x frame images); vectors (E, 3) = r_ij; distances (E,); receiver_species, sender_species (E,)
-    species indices; receiver_powers[k] = P^k(positions) (N, 2k + 1); image_powers[k] = P^k(image_positions)
-    (S, 2k + 1), k = 0..max_order.
+    receivers x frame images); vectors (E, 3) = r_ij; distances (E,); receiver_types, sender_types (E,) atom
+    types (indices into the model's species); receiver_powers[k] = P^k(positions) (N, 2k + 1);
+    image_powers[k] = P^k(image_positions) (S, 2k + 1), k = 0..max_order.
     """
 
     positions: torch.Tensor
@@ -79,8 +79,8 @@ class GraphContext:
     graph: EdgeGraph
     vectors: torch.Tensor
     distances: torch.Tensor
-    receiver_species: torch.Tensor
-    sender_species: torch.Tensor
+    receiver_types: torch.Tensor
+    sender_types: torch.Tensor
     receiver_powers: list[torch.Tensor]
     image_powers: list[torch.Tensor]
 
@@ -88,7 +88,7 @@ class GraphContext:
     def build(
         cls,
         positions: torch.Tensor,
-        species: torch.Tensor,
+        atom_types: torch.Tensor,
         structure: torch.Tensor,
         n_structures: int,
         edge_index: torch.Tensor,
@@ -96,7 +96,7 @@ class GraphContext:
         max_order: int,
         frame_size: float = float("inf"),
     ) -> GraphContext:
-        """Args: positions (N, 3) Å; species (N,) indices into the model's species; structure (N,);
+        """Args: positions (N, 3) Å; atom_types (N,) indices into the model's species; structure (N,);
         edge_index (2, E) (receiver, sender); shifts (E, 3) Å; max_order: highest attention order L;
         frame_size: smallest edge of the local-frame cells in Å (``inf``: one frame per structure)."""
         cell, origin = local_frames(positions, structure, n_structures, frame_size)
@@ -117,8 +117,8 @@ class GraphContext:
             graph=graph,
             vectors=vectors,
             distances=vectors.norm(dim=1),
-            receiver_species=species[graph.row],
-            sender_species=species[image_atom[graph.col]],
+            receiver_types=atom_types[graph.row],
+            sender_types=atom_types[image_atom[graph.col]],
             receiver_powers=[solid_harmonics(k, local) for k in range(max_order + 1)],
             image_powers=[solid_harmonics(k, image_positions) for k in range(max_order + 1)],
         )

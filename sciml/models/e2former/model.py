@@ -82,7 +82,7 @@ class E2Former(nn.Module):
         self.max_order = max(attention_orders(order))
         lookup = torch.full((119,), -1, dtype=torch.int64)
         lookup[torch.tensor(self.species)] = torch.arange(len(self.species))
-        self.register_buffer("species_index", lookup, persistent=False)
+        self.register_buffer("type_of_number", lookup, persistent=False)
         reference = torch.tensor(energy_reference if energy_reference is not None else [0.0] * len(self.species))
         if reference.shape != (len(self.species),):
             raise ValueError(
@@ -119,8 +119,9 @@ class E2Former(nn.Module):
         nn.init.zeros_(self.energy_head[-1].bias)
         self.force_head = nn.Linear(channels, 1, bias=False) if direct_force_head else None
 
-    def species_indices(self, numbers: torch.Tensor) -> torch.Tensor:
-        indices = self.species_index[numbers]
+    def atom_types(self, numbers: torch.Tensor) -> torch.Tensor:
+        """Atomic numbers (N,) -> atom types (N,): indices into ``species`` (which holds atomic numbers)."""
+        indices = self.type_of_number[numbers]
         if torch.any(indices < 0):
             unknown = sorted(set(numbers[indices < 0].tolist()))
             raise ValueError(f"atomic numbers {unknown} are not among the model's species {self.species}")
@@ -129,11 +130,11 @@ class E2Former(nn.Module):
     def embed(self, batch) -> torch.Tensor:
         """Per-atom equivariant features after the last block and norm: (N, (lmax + 1)^2, C); the l = 0
         slice ``[:, 0]`` is invariant under rotations, translations and permutations of equal atoms."""
-        species = self.species_indices(batch.numbers)
+        atom_types = self.atom_types(batch.numbers)
         n_structures = batch.cell.shape[0]
         context = GraphContext.build(
             batch.pos,
-            species,
+            atom_types,
             batch.batch,
             n_structures,
             batch.edge_index,
@@ -145,22 +146,22 @@ class E2Former(nn.Module):
         edge_features = torch.cat(
             [
                 self.radial_basis(context.distances),
-                self.receiver_embedding(context.receiver_species),
-                self.sender_embedding(context.sender_species),
+                self.receiver_embedding(context.receiver_types),
+                self.sender_embedding(context.sender_types),
             ],
             dim=1,
         )
         x = self.edge_degree(edge_features, envelope, context)
-        x = torch.cat([x[:, :1] + self.atom_embedding(species)[:, None], x[:, 1:]], dim=1)
+        x = torch.cat([x[:, :1] + self.atom_embedding(atom_types)[:, None], x[:, 1:]], dim=1)
         for block in self.blocks:
             x = block(x, edge_features, envelope, context)
         return self.final_norm(x)
 
     def forward(self, batch) -> dict[str, torch.Tensor]:
-        species = self.species_indices(batch.numbers)
+        atom_types = self.atom_types(batch.numbers)
         n_structures = batch.cell.shape[0]
         x = self.embed(batch)
-        energies = self.energy_head(x[:, 0]).squeeze(-1) * self.energy_scale + self.energy_reference[species]
+        energies = self.energy_head(x[:, 0]).squeeze(-1) * self.energy_scale + self.energy_reference[atom_types]
         energy = energies.new_zeros(n_structures).index_add(0, batch.batch, energies)
         outputs = {"energy": energy, "energies": energies, "features": x}
         if self.force_head is not None:  # l = 1 block is (x, y, z) in e3nn's real basis
