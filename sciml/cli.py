@@ -80,12 +80,8 @@ def config_classes(args: list[str]) -> dict[str, str]:
     return classes
 
 
-def model_family(args: list[str]) -> str | None:
-    """The family ("potential", "koopman" or None) of the model class named in ``args``."""
-    return _family_of(config_classes(args).get("model"))
-
-
 def _family_of(class_path: str | None) -> str | None:
+    """The family ("potential", "koopman" or None) of the model class ``class_path``."""
     if not class_path or "." not in class_path:
         return None
     from sciml.training import KoopmanModule, PotentialModule

@@ -10,70 +10,11 @@ excursion of the total energy per atom.
 from __future__ import annotations
 
 import argparse
-import time
 
 import ase.io
-import numpy as np
-from ase import units
-from ase.io import Trajectory
-from ase.md.langevin import Langevin
-from ase.md.velocitydistribution import MaxwellBoltzmannDistribution, Stationary, ZeroRotation
-from ase.md.verlet import VelocityVerlet
 
 from sciml.calculators import SciMLCalculator
-
-
-def run_md(
-    atoms,
-    calculator,
-    ensemble: str,
-    timestep_fs: float,
-    steps: int,
-    temperature: float,
-    seed: int = 0,
-    out: str | None = None,
-    interval: int = 10,
-) -> dict:
-    """Run MD on ``atoms`` (modified in place). Returns steps_per_second, times_ps, total energies (eV)."""
-    atoms.calc = calculator
-    MaxwellBoltzmannDistribution(atoms, temperature_K=temperature, rng=np.random.default_rng(seed))
-    Stationary(atoms)
-    if not atoms.pbc.any():
-        ZeroRotation(atoms)
-    if ensemble == "nve":
-        dynamics = VelocityVerlet(atoms, timestep_fs * units.fs)
-    elif ensemble == "langevin":
-        dynamics = Langevin(
-            atoms,
-            timestep_fs * units.fs,
-            temperature_K=temperature,
-            friction=0.01 / units.fs,
-            rng=np.random.default_rng(seed + 1),
-        )
-    else:
-        raise ValueError(f"unknown ensemble '{ensemble}'; choose nve or langevin")
-    times, energies = [], []
-
-    def record() -> None:
-        times.append(dynamics.get_time() / (1000 * units.fs))
-        energies.append(atoms.get_total_energy())
-
-    dynamics.attach(record, interval=interval)
-    writer = Trajectory(out, "w", atoms) if out else None
-    if writer is not None:
-        dynamics.attach(writer.write, interval=interval)
-    start = time.perf_counter()
-    dynamics.run(steps)
-    elapsed = time.perf_counter() - start
-    if writer is not None:
-        writer.close()
-    return {"steps_per_second": steps / elapsed, "times_ps": np.array(times), "total_energy": np.array(energies)}
-
-
-def energy_drift(times_ps: np.ndarray, total_energy: np.ndarray, n_atoms: int) -> tuple[float, float]:
-    """(slope of total energy per atom in eV/atom/ps, largest excursion from the start in eV/atom)."""
-    per_atom = total_energy / n_atoms
-    return float(np.polyfit(times_ps, per_atom, 1)[0]), float(np.abs(per_atom - per_atom[0]).max())
+from sciml.calculators.md import energy_drift, run_md
 
 
 def main() -> None:

@@ -1,10 +1,9 @@
 """Equivariant primitives: SO(3) utilities, CG tensor products (reference), compiled kernels, edge graphs."""
 
 from sciml.equivariant.graph import EdgeGraph
+from sciml.equivariant.layout import DegreeLayout
 from sciml.equivariant.operations import (
     ChannelMixing,
-    ChannelwiseTensorProduct,
-    EdgeAggregation,
     WeightedTensorProduct,
     cg_contract,
     edge_aggregate,
@@ -12,8 +11,7 @@ from sciml.equivariant.operations import (
 
 __all__ = [
     "ChannelMixing",
-    "ChannelwiseTensorProduct",
-    "EdgeAggregation",
+    "DegreeLayout",
     "EdgeGraph",
     "WeightedTensorProduct",
     "cg_contract",

@@ -59,24 +59,6 @@ class KernelModule(nn.Module):
         return f"backend={self.backend!r}"
 
 
-class EdgeAggregation(KernelModule):
-    """Module form of :func:`edge_aggregate`."""
-
-    def forward(self, alpha: torch.Tensor, x: torch.Tensor, graph: EdgeGraph) -> torch.Tensor:
-        return edge_aggregate(alpha, x, graph, self._backend_for(x))
-
-
-class ChannelwiseTensorProduct(KernelModule):
-    """Unweighted channel-wise product ("uuu") of a :class:`CGTable` (no parameters)."""
-
-    def __init__(self, table: CGTable, backend: str = "auto") -> None:
-        super().__init__(backend)
-        self.table = table
-
-    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return cg_contract(x, y, self.table, self._backend_for(x))
-
-
 class ChannelMixing(nn.Module):
     """Per-path "uvw" weights after a contraction: out_J = sum_a T_(a -> J) @ W_(a, J) / sqrt(P_J C_in).
 

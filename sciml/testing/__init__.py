@@ -1,6 +1,9 @@
-"""Test helpers shipped with the package: structures, rigid motions, and the energy-model test mixin."""
+"""Test helpers shipped with the package: structures, rigid motions, and the energy-model test mixin.
 
-from sciml.testing.model_tests import EnergyModelTests, relative
+Importing ``sciml.testing`` needs no pytest; only :class:`EnergyModelTests` (a pytest mixin) does, and it
+is imported on first access.
+"""
+
 from sciml.testing.structures import (
     graph_batch,
     moved,
@@ -8,6 +11,7 @@ from sciml.testing.structures import (
     random_crystal,
     random_molecule,
     randomise_output_head,
+    relative,
     with_dtype,
 )
 
@@ -22,3 +26,11 @@ __all__ = [
     "relative",
     "with_dtype",
 ]
+
+
+def __getattr__(name: str):
+    if name == "EnergyModelTests":
+        from sciml.testing.model_tests import EnergyModelTests
+
+        return EnergyModelTests
+    raise AttributeError(f"module 'sciml.testing' has no attribute '{name}'")

@@ -13,14 +13,17 @@ import torch
 
 from sciml.equivariant.so3 import random_rotation
 from sciml.nn.forces import ForceStressOutput
-from sciml.testing.structures import graph_batch, moved, permuted, random_crystal, random_molecule, with_dtype
+from sciml.testing.structures import (
+    graph_batch,
+    moved,
+    permuted,
+    random_crystal,
+    random_molecule,
+    relative,
+    with_dtype,
+)
 
 TOLERANCES = {torch.float64: (1e-10, 1e-10), torch.float32: (1e-5, 1e-4)}
-
-
-def relative(a: torch.Tensor, b: torch.Tensor) -> float:
-    a, b = a.detach(), b.detach()
-    return float((a - b).abs().max() / b.abs().max().clamp(min=1e-30))
 
 
 class EnergyModelTests:

@@ -1,4 +1,5 @@
-"""Structures and graph batches for tests: random molecules and crystals, rigid motions, permutations."""
+"""Structures and graph batches for tests: random molecules and crystals, rigid motions, permutations, and
+the relative error the tests bound."""
 
 from __future__ import annotations
 
@@ -11,6 +12,12 @@ from torch_geometric.data import Batch
 
 from sciml.data.graph import frame_to_graph
 from sciml.data.labels import read_frame
+
+
+def relative(a: torch.Tensor, b: torch.Tensor) -> float:
+    """Largest absolute difference over the largest |b| (the relative error the tests bound)."""
+    a, b = a.detach(), b.detach()
+    return float((a - b).abs().max() / b.abs().max().clamp(min=1e-30))
 
 
 def random_molecule(numbers: list[int], seed: int = 0, spacing: float = 1.3) -> Atoms:

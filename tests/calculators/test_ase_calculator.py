@@ -16,10 +16,10 @@ from ase.filters import FrechetCellFilter
 from ase.md.verlet import VelocityVerlet
 
 from sciml.calculators import CheckpointError, SciMLCalculator
+from sciml.calculators.md import energy_drift, run_md
 from sciml.equivariant.so3 import random_rotation
 from sciml.models import E2Former
 from sciml.testing import randomise_output_head
-from scripts.run_md import energy_drift, run_md
 
 
 def small_model(**kwargs) -> E2Former:
