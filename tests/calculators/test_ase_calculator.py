@@ -140,19 +140,18 @@ def test_skin_never_returns_stale_forces():
 
 
 def test_refusals(calculator, tmp_path):
+    unknown_element = Atoms("CN", positions=[[0, 0, 0], [0, 0, 1.2]])
+    unknown_element.calc = calculator
     with pytest.raises(ValueError, match=r"elements \['N'\] are not among the model's species"):
-        atoms = Atoms("CN", positions=[[0, 0, 0], [0, 0, 1.2]])
-        atoms.calc = calculator
-        atoms.get_potential_energy()
+        unknown_element.get_potential_energy()
+    molecule = ethanol()
+    molecule.calc = calculator
     with pytest.raises(PropertyNotImplementedError, match="periodic"):
-        atoms = ethanol()
-        atoms.calc = calculator
-        atoms.get_stress()
-    training = SciMLCalculator(small_model().train(), dtype="float64")
+        molecule.get_stress()
+    in_training_mode = ethanol()
+    in_training_mode.calc = SciMLCalculator(small_model().train(), dtype="float64")
     with pytest.raises(RuntimeError, match="training mode"):
-        atoms = ethanol()
-        atoms.calc = training
-        atoms.get_potential_energy()
+        in_training_mode.get_potential_energy()
     unsafe = tmp_path / "unsafe.ckpt"
     with open(unsafe, "wb") as handle:
         pickle.dump({"sciml_model": {"class_path": "sciml.models.E2Former"}, "payload": Atoms("H")}, handle)

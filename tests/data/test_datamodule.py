@@ -71,16 +71,20 @@ def test_energy_reference_recovers_per_element_energies(tmp_path):
 
 def test_datamodule_errors(tmp_path, cu_frames):
     ase.io.write(tmp_path / "cu.traj", cu_frames)
+    path = str(tmp_path / "cu.traj")
+    wrong_species = AtomsDataModule(paths=path, cutoff=3.0, species=["H", "O"])
+    too_long = AtomsDataModule(paths=path, cutoff=3.0, lagtime=6)  # files are read lazily, on first use
     with pytest.raises(DataError, match=r"cu.traj', frame 0, field 'numbers'"):
-        _ = AtomsDataModule(paths=str(tmp_path / "cu.traj"), cutoff=3.0, species=["H", "O"]).species
+        _ = wrong_species.species
     with pytest.raises(DataError, match="lagtime 6 >= trajectory length 6"):
-        _ = AtomsDataModule(paths=str(tmp_path / "cu.traj"), cutoff=3.0, lagtime=6).species
+        _ = too_long.species
     with pytest.raises(DataError, match="unknown element symbol 'Xx'"):
-        AtomsDataModule(paths=str(tmp_path / "cu.traj"), cutoff=3.0, species=["Xx"])
+        AtomsDataModule(paths=path, cutoff=3.0, species=["Xx"])
     unlabelled = [Atoms(a.numbers, a.positions, cell=a.cell, pbc=True) for a in cu_frames]
     ase.io.write(tmp_path / "bare.traj", unlabelled)
+    bare = AtomsDataModule(paths=str(tmp_path / "bare.traj"), cutoff=3.0)
     with pytest.raises(DataError, match=r"bare.traj', frame 0, field 'energy': label is missing"):
-        _ = AtomsDataModule(paths=str(tmp_path / "bare.traj"), cutoff=3.0).species
+        _ = bare.species
     predict = AtomsDataModule(paths=str(tmp_path / "cu.traj"), cutoff=3.0, predict_paths=str(tmp_path / "bare.traj"))
     assert sum(b.num_graphs for b in predict.predict_dataloader()) == len(cu_frames)
 
@@ -96,10 +100,12 @@ def test_array_datamodule_from_system_and_file(tmp_path):
     with pytest.raises(DataError, match="exactly one"):
         ArrayDataModule()
     np.savez(tmp_path / "bad.npz", states=np.zeros(3))
+    wrong_field = ArrayDataModule(path=str(tmp_path / "bad.npz"))  # read lazily, on first use
+    too_long = ArrayDataModule(system=system, n_steps=1000, lagtime=1000)
     with pytest.raises(DataError, match=r"bad.npz': field 'trajectories' is missing"):
-        _ = ArrayDataModule(path=str(tmp_path / "bad.npz")).trajectories
+        _ = wrong_field.trajectories
     with pytest.raises(DataError, match="lagtime 1000 >= trajectory length 1000"):
-        _ = ArrayDataModule(system=system, n_steps=1000, lagtime=1000).trajectories
+        _ = too_long.trajectories
 
 
 def test_explicit_train_val_test_files(tmp_path, cu_frames, molecule_frames):

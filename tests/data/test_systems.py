@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 from numpy.polynomial.hermite_e import hermeval
+from scipy.linalg import solve_discrete_lyapunov
 
 from sciml.data.systems import GaussianAR1, NoisyLogisticMap, OrnsteinUhlenbeck, PrinzPotential
 
@@ -25,8 +26,8 @@ def cca_singular_values(left: np.ndarray, right: np.ndarray) -> np.ndarray:
     return np.linalg.svd(whitened, compute_uv=False)
 
 
-def pairs(states: np.ndarray, lag: int = 1) -> tuple[np.ndarray, np.ndarray]:
-    return states[:, :-lag].reshape(-1, states.shape[-1]), states[:, lag:].reshape(-1, states.shape[-1])
+def pairs(states: np.ndarray, lagtime: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    return states[:, :-lagtime].reshape(-1, states.shape[-1]), states[:, lagtime:].reshape(-1, states.shape[-1])
 
 
 def test_ou_hermite_lag_correlations_match_exp_minus_n_theta_tau():
@@ -55,16 +56,23 @@ def polynomial_features(x: np.ndarray, degree: int = 3) -> np.ndarray:
 
 
 def test_non_normal_ar1_singular_values_differ_from_eigenvalues():
-    system = GaussianAR1(M=[[0.8, 0.5], [0.0, 0.5]], Q=[[0.3, 0], [0, 0.3]])
-    np.testing.assert_allclose(system.canonical_correlations(), [0.894916, 0.446970], atol=1e-6)
-    np.testing.assert_allclose(system.singular_values(1, 4), [1, 0.89492, 0.80087, 0.71671], atol=1e-5)
-    np.testing.assert_allclose(system.eigenvalues(1, 5).real, [1, 0.8, 0.64, 0.512, 0.5], atol=1e-12)
+    m, q = np.array([[0.8, 0.5], [0.0, 0.5]]), np.array([[0.3, 0.0], [0.0, 0.3]])
+    system = GaussianAR1(M=m, Q=q)
+    # independently of the class: Sigma from the Lyapunov equation, C01 = Sigma M^T, Cholesky whitening
+    covariance = solve_discrete_lyapunov(m, q)
+    whiten = np.linalg.inv(np.linalg.cholesky(covariance))
+    rho = np.linalg.svd(whiten @ covariance @ m.T @ whiten.T, compute_uv=False)
+    np.testing.assert_allclose(system.canonical_correlations(), rho, rtol=1e-10)
+    np.testing.assert_allclose(system.singular_values(1, 4), rho[0] ** np.arange(4), rtol=1e-10)  # rho1^3 > rho2
+    assert rho[0] ** 3 > rho[1]
+    eigenvalues = sorted((0.8**i * 0.5**j for i in range(6) for j in range(6)), reverse=True)[:5]
+    np.testing.assert_allclose(system.eigenvalues(1, 5).real, eigenvalues, atol=1e-12)
     x, y = pairs(system.simulate(2000, seed=1, n_trajectories=200))
     fx, fy = polynomial_features(x), polynomial_features(y)
     np.testing.assert_allclose(cca_singular_values(fx, fy)[:4], system.singular_values(1, 4), atol=0.02)
     edmd = np.linalg.lstsq(fx, fy, rcond=None)[0]  # polynomials of degree <= 3 are Koopman-invariant
     learned = np.sort(np.abs(np.linalg.eigvals(edmd)))[::-1][:5]
-    np.testing.assert_allclose(learned, [1, 0.8, 0.64, 0.512, 0.5], atol=0.02)
+    np.testing.assert_allclose(learned, eigenvalues, atol=0.02)
 
 
 def test_logistic_map_reference_numbers_and_monte_carlo():

@@ -57,7 +57,7 @@ def test_checkpoint_to_estimator(tmp_path):
     loaded = KoopmanEstimator.from_checkpoint(next(tmp_path.rglob("*.ckpt")), data)
     assert loaded.lagtime == 2 == in_memory.lagtime
     assert torch.allclose(loaded.singular_values, in_memory.singular_values, atol=1e-6)
-    assert set(loaded.score(data)) == {"vamp2", "vampe"}
+    assert loaded.score(data) == pytest.approx(in_memory.score(data), abs=1e-6)
 
 
 @pytest.mark.slow
@@ -74,8 +74,9 @@ def test_ddp_with_two_cpu_processes_equals_one_process(tmp_path):
         )
         assert result.returncode == 0, result.stderr[-3000:]
     one, two = (torch.load(tmp_path / f"{d}.pt", weights_only=True) for d in (1, 2))
-    initial_gap = 0.0
     for key in one:
         assert torch.allclose(one[key], two[key], atol=2e-6), key
-        initial_gap = max(initial_gap, float((one[key] - two[key]).abs().max()))
-    assert initial_gap < 2e-6
+    torch.manual_seed(0)  # the initial weights of ddp_step.py: the step must have moved them
+    initial = MLPEncoder(1, 4, hidden=(32,)).state_dict()
+    moved = max(float((one[f"encoder_f.{key}"] - value).abs().max()) for key, value in initial.items())
+    assert moved > 1e-3
