@@ -69,8 +69,14 @@ class ChannelMixing(nn.Module):
         super().__init__()
         self.layout, self.channels_in, self.channels_out = layout, channels_in, channels_out
         self.weights = nn.ParameterList(
-            [nn.Parameter(torch.randn(len(layout.paths[J]), channels_in, channels_out)) for J in layout.out_degrees]
+            [nn.Parameter(torch.empty(len(layout.paths[J]), channels_in, channels_out)) for J in layout.out_degrees]
         )
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Standard-normal weights (the 1 / sqrt(P_J C_in) is applied in forward)."""
+        for weight in self.weights:
+            nn.init.normal_(weight)
 
     def forward(self, contracted: torch.Tensor) -> torch.Tensor:
         n = contracted.shape[0]

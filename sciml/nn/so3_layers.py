@@ -18,9 +18,15 @@ class SO3Linear(nn.Module):
     def __init__(self, lmax: int, channels_in: int, channels_out: int) -> None:
         super().__init__()
         self.lmax, self.layout = lmax, DegreeLayout.up_to(lmax)
-        self.weight = nn.Parameter(torch.randn(lmax + 1, channels_in, channels_out))
-        self.bias = nn.Parameter(torch.zeros(channels_out))
+        self.weight = nn.Parameter(torch.empty(lmax + 1, channels_in, channels_out))
+        self.bias = nn.Parameter(torch.empty(channels_out))
         self.scale = 1.0 / math.sqrt(channels_in)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Standard-normal weights (the 1 / sqrt(C_in) is applied in forward), zero bias."""
+        nn.init.normal_(self.weight)
+        nn.init.zeros_(self.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         blocks = [x[:, s] @ (self.weight[l] * self.scale) for l, s in enumerate(self.layout.slices)]
@@ -52,8 +58,13 @@ class EquivariantRMSNorm(nn.Module):
     def __init__(self, lmax: int, channels: int, eps: float = 1e-5) -> None:
         super().__init__()
         self.lmax, self.eps, self.layout = lmax, eps, DegreeLayout.up_to(lmax)
-        self.weight = nn.Parameter(torch.ones(lmax + 1, channels))
-        self.bias = nn.Parameter(torch.zeros(channels))
+        self.weight = nn.Parameter(torch.empty(lmax + 1, channels))
+        self.bias = nn.Parameter(torch.empty(channels))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        nn.init.ones_(self.weight)
+        nn.init.zeros_(self.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         scalars = x[:, 0]

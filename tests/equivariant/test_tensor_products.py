@@ -120,3 +120,19 @@ def test_degree_layout_offsets_slices_and_e3nn_dims():
     assert full.slices[2] == slice(4, 9) and full.dim == 16 and list(full) == [0, 1, 2, 3]
     with pytest.raises(ValueError, match="degrees must be >= 0"):
         DegreeLayout((0, -1))
+
+
+def test_reset_parameters_redraws_the_equivariant_weights():
+    from sciml.nn.so3_layers import EquivariantRMSNorm, SO3Linear
+
+    torch.manual_seed(0)
+    for module in (WeightedTensorProduct(DEGREES, 1, DEGREES, 3, 3).mixing, SO3Linear(2, 3, 4)):
+        before = [p.detach().clone() for p in module.parameters() if p.numel() > 4]
+        module.reset_parameters()
+        after = [p for p in module.parameters() if p.numel() > 4]
+        assert before and all(not torch.equal(a, b) for a, b in zip(after, before, strict=True))
+    norm = EquivariantRMSNorm(2, 3)
+    with torch.no_grad():
+        norm.weight.mul_(3.0)
+    norm.reset_parameters()
+    assert torch.equal(norm.weight, torch.ones(3, 3))
