@@ -34,16 +34,25 @@ def first_batch(paths, **kwargs):
     return data, next(iter(data.train_dataloader()))
 
 
+def one_label_file(frames, path, label: str) -> str:
+    """Frames keeping only ``label`` (``energy`` in info["dft_energy"], ``forces`` in arrays["dft_forces"])."""
+    kept = []
+    for atoms in frames:
+        frame = atoms.copy()  # the copy has no calculator, so no other label
+        if label == "energy":
+            frame.info["dft_energy"] = atoms.get_potential_energy()
+        else:
+            frame.arrays["dft_forces"] = atoms.get_forces()
+        kept.append(frame)
+    ase.io.write(path, kept)
+    return str(path)
+
+
 def test_potential_loss_uses_only_the_labels_present(tmp_path, molecule_frames):
     """Energy-only data (``labels: [energy]``, no forces stored) trains on energies, and forces-only data on
     forces; the loss equals the hand-computed one for the term that exists."""
-    energy_only = []
-    for atoms in molecule_frames:
-        frame = atoms.copy()
-        frame.info["dft_energy"] = atoms.get_potential_energy()
-        energy_only.append(frame)
-    ase.io.write(tmp_path / "energy_only.extxyz", energy_only)
-    data, batch = first_batch(str(tmp_path / "energy_only.extxyz"), labels=["energy"], energy_key="dft_energy")
+    path = one_label_file(molecule_frames, tmp_path / "energy_only.extxyz", "energy")
+    data, batch = first_batch(path, labels=["energy"], energy_key="dft_energy")
     assert not hasattr(batch, "forces")
     module = potential_module(data, energy_weight=2.0, force_weight=10.0)
     outputs = module._predict(batch, use_ema=False)
@@ -51,13 +60,8 @@ def test_potential_loss_uses_only_the_labels_present(tmp_path, molecule_frames):
     expected = 2.0 * torch.mean(((outputs["energy"] - batch.energy) / batch.natoms) ** 2)
     torch.testing.assert_close(loss, expected)
 
-    forces_only = []
-    for atoms in molecule_frames:
-        frame = atoms.copy()
-        frame.arrays["dft_forces"] = atoms.get_forces()
-        forces_only.append(frame)
-    ase.io.write(tmp_path / "forces_only.extxyz", forces_only)
-    data, batch = first_batch(str(tmp_path / "forces_only.extxyz"), labels=["forces"], forces_key="dft_forces")
+    path = one_label_file(molecule_frames, tmp_path / "forces_only.extxyz", "forces")
+    data, batch = first_batch(path, labels=["forces"], forces_key="dft_forces")
     assert not hasattr(batch, "energy")
     module = potential_module(data, energy_weight=1.0, force_weight=10.0)
     outputs = module._predict(batch, use_ema=False)
