@@ -11,6 +11,7 @@ from torch import nn
 
 from sciml.nn.checkpoint import module_spec
 from sciml.nn.forces import ForceStressOutput
+from sciml.training.energy_shift import evenly_spaced, fit_energy_shift
 from sciml.training.metrics import potential_errors
 from sciml.training.schedules import StageTwo, warmup_ema
 
@@ -26,6 +27,9 @@ class PotentialModule(L.LightningModule):
         ema_decay: keep an exponential moving average of the weights (used for validation, testing
             and saved checkpoints' ``ema_state_dict``) with decay min(ema_decay, (1 + n) / (10 + n)) after n
             updates (warm-up); ``None`` disables it.
+        ema_energy_frames: before each validation, re-level the EMA model's energies on this many evenly
+            spaced training frames (closed-form per-element shift of ``energy_reference``, forces unchanged;
+            see :mod:`sciml.training.energy_shift`); 0 disables it. Needs a data module with ``dataset()``.
         stage_two: ``{start_epoch, energy_weight, force_weight[, stress_weight][, lr]}``: from that epoch on,
             these loss weights and a constant learning rate (MACE's last stage); ``None``: one stage.
         direct_forces: train and evaluate the model's direct-force head instead of -dE/dx (the model must
@@ -48,6 +52,7 @@ class PotentialModule(L.LightningModule):
         ema_decay: float | None = None,
         direct_forces: bool = False,
         stage_two: dict[str, float] | None = None,
+        ema_energy_frames: int = 512,
     ) -> None:
         super().__init__()
         if loss not in ("mse", "huber"):
@@ -60,6 +65,7 @@ class PotentialModule(L.LightningModule):
         self.loss_name, self.huber_delta = loss, huber_delta
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         self.stage_two = StageTwo.from_config(stage_two)
+        self.ema_energy_frames = ema_energy_frames
         self.ema = (  # averages self.potential: its module is the EMA model's own ForceStressOutput
             torch.optim.swa_utils.AveragedModel(copy.deepcopy(self.potential), multi_avg_fn=warmup_ema(ema_decay))
             if ema_decay
@@ -129,6 +135,23 @@ class PotentialModule(L.LightningModule):
             self.log(
                 f"{prefix}/{name}", value, batch_size=batch.num_graphs, sync_dist=True, prog_bar=name == "force_mae"
             )
+
+    def on_validation_epoch_start(self) -> None:
+        model = self.evaluation_model
+        datamodule = getattr(self._trainer, "datamodule", None)
+        if (
+            self.ema is None
+            or not self.ema_energy_frames
+            or self.trainer.sanity_checking
+            or not hasattr(model, "energy_reference")
+            or not hasattr(datamodule, "dataset")
+        ):
+            return
+        sample = evenly_spaced(datamodule.dataset("train"), self.ema_energy_frames)
+        loader = datamodule.loader_class(sample, batch_size=datamodule.eval_batch_size)
+        shift = fit_energy_shift(model, loader, lambda batch: self._in_model_dtype(batch.to(self.device)))
+        model.energy_reference += shift.to(model.energy_reference)
+        self.log("val/ema_energy_shift", shift.abs().max(), batch_size=1)  # eV per atom of the largest element
 
     def validation_step(self, batch, batch_idx: int) -> None:
         self._evaluate(batch, "val")

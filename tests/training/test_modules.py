@@ -115,3 +115,34 @@ def test_potential_module_builds_its_force_outputs_once(molecule_frames, tmp_pat
     module._predict(batch, use_ema=True), module._predict(batch, use_ema=False), module.predict_step(batch, 0)
     assert not built
     assert module.evaluation_model is module.ema.module.model
+
+
+def test_ema_energies_are_relevelled_on_training_frames_before_validation(tmp_path, molecule_frames):
+    """After a validation the EMA model's energy residuals on the training frames have zero mean (one
+    composition: the fit is exact), only energy_reference moved, and forces are those of the averaged weights."""
+    import lightning as L
+
+    from sciml.nn.forces import ForceStressOutput
+    from sciml.training.energy_shift import fit_energy_shift
+
+    ase.io.write(tmp_path / "frames.extxyz", molecule_frames * 4)
+    data = AtomsDataModule(
+        paths=str(tmp_path / "frames.extxyz"), cutoff=3.0, split=(0.6, 0.2, 0.2), batch_size=2, dtype="float64"
+    )
+    module = potential_module(data, ema_decay=0.9, optimizer=torch.optim.SGD).double()
+    trainer = L.Trainer(
+        max_epochs=1, limit_train_batches=3, logger=False, enable_checkpointing=False, default_root_dir=tmp_path,
+        enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
+    )  # fmt: skip
+    trainer.fit(module, data)
+    averaged = module.evaluation_model
+    train = list(data.split_dataloader("train"))
+    assert float(fit_energy_shift(averaged, train).abs().max()) < 1e-9  # already level
+    level = ForceStressOutput(averaged)(train[0])
+    averaged.energy_reference += torch.tensor([0.3, -0.1, 0.2], dtype=torch.float64)  # forces unchanged
+    moved = ForceStressOutput(averaged)(train[0])
+    torch.testing.assert_close(moved["forces"], level["forces"], rtol=0, atol=1e-12)
+    assert (moved["energy"] - level["energy"]).abs().min() > 0.1
+    averaged.energy_reference += fit_energy_shift(averaged, train)  # (minimum-norm) refit restores the level
+    torch.testing.assert_close(averaged(train[0])["energy"], level["energy"], rtol=0, atol=1e-9)
+    assert trainer.callback_metrics["val/ema_energy_shift"] > 0

@@ -1,0 +1,50 @@
+"""Re-levelling the energies of a weight-averaged (EMA) potential: the analogue of SWA's ``update_bn``.
+
+Averaging weights averages functions only to first order. Forces hardly notice, but the energy level of a
+molecule is a sum over all atoms of a deep readout, and the averaged model's level can sit tens of meV/atom
+away from the data (measured on aspirin: +16.7 meV/atom on the training frames, with a spread of only 1.4
+around that offset, while the raw model sat elsewhere). A constant per element moves no force, so it is
+refitted in closed form: the least-squares (minimum-norm) per-element shift of the residuals E_label -
+E_model over a fixed sample of training frames, added to the model's ``energy_reference``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import torch
+from torch import nn
+from torch.utils.data import Dataset, Subset
+
+
+def evenly_spaced(dataset: Dataset, max_items: int) -> Dataset:
+    """At most ``max_items`` items of ``dataset`` at even spacing (all of them when it is smaller)."""
+    n = len(dataset)
+    if n <= max_items:
+        return dataset
+    return Subset(dataset, torch.linspace(0, n - 1, max_items).round().long().tolist())
+
+
+@torch.no_grad()
+def fit_energy_shift(model: nn.Module, batches: Iterable, prepare: Callable = lambda batch: batch) -> torch.Tensor:
+    """Per-element shift (n_species,) in eV, float64, that minimises sum over structures of
+    (E_label - E_model - counts . shift)^2 (minimum norm where compositions do not determine it).
+
+    ``model`` maps a batch to ``{"energy": (B,)}`` and has ``atom_types(numbers)`` and an ``energy_reference``
+    buffer (n_species,); ``prepare`` moves each batch to the model's device and dtype. Batches without
+    energy labels are skipped; with none at all the shift is zero.
+    """
+    n_species = model.energy_reference.shape[0]
+    rows, residuals = [], []
+    for batch in batches:
+        batch = prepare(batch)
+        if not hasattr(batch, "energy"):
+            continue
+        counts = torch.zeros(batch.num_graphs, n_species, dtype=torch.float64, device=batch.pos.device)
+        counts.index_put_((batch.batch, model.atom_types(batch.numbers)), counts.new_ones(()), accumulate=True)
+        rows.append(counts.cpu())
+        residuals.append((batch.energy - model(batch)["energy"]).double().cpu())
+    if not rows:
+        return torch.zeros(n_species, dtype=torch.float64)
+    solution = torch.linalg.lstsq(torch.cat(rows), torch.cat(residuals)[:, None], driver="gelsd").solution
+    return solution[:, 0]
