@@ -11,7 +11,7 @@ import torch
 from sciml.data.datasets import ArrayPairs
 from sciml.data.errors import DataError
 from sciml.data.split_datamodule import SplitDataModule
-from sciml.data.splits import check_lagtime, pair_index, split_segments
+from sciml.data.splits import check_lagtime, check_split_mode, pair_index, split_segments
 from sciml.data.systems.base import StochasticSystem
 
 
@@ -23,7 +23,8 @@ class ArrayDataModule(SplitDataModule):
 
     Args:
         lagtime: lag in sampling steps.
-        split: (train, val, test) fractions (of trajectories when several, else contiguous blocks).
+        split: (train, val, test) fractions, dealt by ``split_mode`` (``"auto"``: whole trajectories when there
+            are several, else contiguous blocks; ``"trajectory"``, ``"contiguous"``; see :mod:`sciml.data.splits`).
         batch_size / eval_batch_size: pairs per training batch (the last incomplete one is dropped) /
             evaluation batch. num_workers: dataloader worker processes.
     """
@@ -40,6 +41,7 @@ class ArrayDataModule(SplitDataModule):
         batch_size: int = 256,
         eval_batch_size: int | None = None,
         num_workers: int = 0,
+        split_mode: str = "auto",
     ) -> None:
         super().__init__()
         if (system is None) == (path is None):
@@ -49,6 +51,7 @@ class ArrayDataModule(SplitDataModule):
         self.lagtime, self.split, self.seed = lagtime, split, seed
         self.batch_size, self.eval_batch_size = batch_size, eval_batch_size or batch_size
         self.num_workers = num_workers
+        self.split_mode = check_split_mode(split_mode, lagtime)
 
     @cached_property
     def trajectories(self) -> list[torch.Tensor]:
@@ -63,7 +66,7 @@ class ArrayDataModule(SplitDataModule):
 
     @cached_property
     def segments(self):
-        return split_segments([t.shape[0] for t in self.trajectories], self.split, self.seed)
+        return split_segments([t.shape[0] for t in self.trajectories], self.split, self.seed, self.split_mode)
 
     def dataset(self, name: str) -> ArrayPairs:
         """Lagged pairs of split ``name``."""

@@ -14,7 +14,7 @@ from sciml.data.errors import DataError
 from sciml.data.labels import LabelKeys, read_frame
 from sciml.data.readers import read_trajectories
 from sciml.data.split_datamodule import SplitDataModule
-from sciml.data.splits import Segment, check_lagtime, frame_index, pair_index, split_segments
+from sciml.data.splits import Segment, check_lagtime, check_split_mode, frame_index, pair_index, split_segments
 from sciml.data.stats import energy_reference, force_rms
 
 
@@ -29,7 +29,10 @@ class AtomsDataModule(SplitDataModule):
         lagtime: ``None`` for labelled frames; else the lag in frames, pairs never cross trajectories.
         species: elements the model knows (symbols or numbers); default: those in the data.
         labels: labels every frame must carry; default ``["energy", "forces"]`` for frames, none for pairs.
-        split: (train, val, test) fractions: of trajectories when there are several, else of frames.
+        split: (train, val, test) fractions, dealt by ``split_mode``.
+        split_mode: ``"auto"`` (whole trajectories when there are several, else contiguous blocks),
+            ``"trajectory"``, ``"contiguous"`` or ``"random"`` (seeded, frame by frame: for files of independent
+            configurations; refused with ``lagtime``). See :mod:`sciml.data.splits`.
         seed: split seed, recorded in ``split_record`` and the checkpoint.
         batch_size / eval_batch_size: structures (or pairs) per batch for training / evaluation.
         energy_key, forces_key, stress_key: ``atoms.info``/``atoms.arrays`` keys; default: calculator results.
@@ -63,6 +66,7 @@ class AtomsDataModule(SplitDataModule):
         train_paths: str | list[str] | None = None,
         val_paths: str | list[str] | None = None,
         test_paths: str | list[str] | None = None,
+        split_mode: str = "auto",
     ) -> None:
         super().__init__()
         explicit = {"train": train_paths, "val": val_paths, "test": test_paths}
@@ -71,6 +75,7 @@ class AtomsDataModule(SplitDataModule):
         if paths is None and train_paths is None:
             raise DataError("data needs paths (dealt to the splits by split) or train_paths (explicit splits)")
         self.explicit = explicit if paths is None else None
+        self.split_mode = check_split_mode(split_mode, lagtime)
         if dtype not in ("float32", "float64"):
             raise ValueError(f"data dtype must be 'float32' or 'float64', got '{dtype}'")
         self.dtype = getattr(torch, dtype)
@@ -124,7 +129,7 @@ class AtomsDataModule(SplitDataModule):
     @cached_property
     def segments(self):
         if self.explicit is None:
-            return split_segments([len(r) for r in self.records], self.split, self.seed)
+            return split_segments([len(r) for r in self.records], self.split, self.seed, self.split_mode)
         segments, first = {}, 0
         for name, group in self._explicit_groups.items():
             segments[name] = [Segment(first + k, 0, len(t.frames)) for k, t in enumerate(group)]
@@ -136,7 +141,7 @@ class AtomsDataModule(SplitDataModule):
         """Which trajectory ranges went where, with the seed: enough to reproduce the split."""
         return {
             "seed": self.seed,
-            "mode": "fractions" if self.explicit is None else "explicit files",
+            "mode": self.split_mode if self.explicit is None else "explicit files",
             **{
                 name: [(self.sources[s.trajectory], s.start, s.stop) for s in segs]
                 for name, segs in self.segments.items()

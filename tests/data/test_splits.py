@@ -49,3 +49,34 @@ def test_lagtime_longer_than_trajectory_names_it():
 def test_frame_index_rows():
     assert frame_index([Segment(2, 4, 6)]).tolist() == [[2, 4], [2, 5]]
     assert frame_index([]).shape == (0, 2) and pair_index([], 1).dtype == torch.int64
+
+
+def test_split_modes_partition_every_frame():
+    lengths = [30, 50, 20]
+    everything = {(t, i) for t, n in enumerate(lengths) for i in range(n)}
+    for mode in ("trajectory", "contiguous", "random"):
+        split = split_segments(lengths, (0.6, 0.2, 0.2), seed=1, mode=mode)
+        frames = {name: {tuple(row) for row in frame_index(segs).tolist()} for name, segs in split.items()}
+        assert set.union(*frames.values()) == everything and sum(len(f) for f in frames.values()) == 100, mode
+    contiguous = split_segments(lengths, (0.6, 0.2, 0.2), mode="contiguous")
+    assert contiguous["val"] == [Segment(0, 18, 24), Segment(1, 30, 40), Segment(2, 12, 16)]
+    random = split_segments(lengths, (0.6, 0.2, 0.2), seed=1, mode="random")
+    assert [len(frame_index(random[name])) for name in ("train", "val", "test")] == [60, 20, 20]
+    assert random == split_segments(lengths, (0.6, 0.2, 0.2), seed=1, mode="random")
+    assert random != split_segments(lengths, (0.6, 0.2, 0.2), seed=2, mode="random")
+    test_frames = frame_index(random["test"])[:, 1]
+    assert len({int(t) for t in test_frames}) > 1 and (test_frames.diff().abs() > 1).any()  # scattered, not a block
+    for segments in random.values():  # runs are merged: no two segments touch
+        pairs = zip(segments[:-1], segments[1:], strict=True)
+        assert not [(a, b) for a, b in pairs if a.trajectory == b.trajectory and a.stop == b.start]
+    with pytest.raises(DataError, match="there are 1 for 3 splits"):
+        split_segments([100], (0.8, 0.1, 0.1), mode="trajectory")
+    with pytest.raises(DataError, match="unknown split_mode 'blocks'"):
+        split_segments([100], mode="blocks")
+
+
+def test_random_split_is_refused_for_lagged_pairs():
+    from sciml.data import AtomsDataModule
+
+    with pytest.raises(DataError, match="split_mode 'random' deals single frames"):
+        AtomsDataModule(paths="unused.traj", lagtime=2, split_mode="random")
