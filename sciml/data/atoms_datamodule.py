@@ -15,7 +15,14 @@ from sciml.data.labels import LabelKeys, read_frame
 from sciml.data.readers import read_trajectories
 from sciml.data.split_datamodule import SplitDataModule
 from sciml.data.splits import Segment, check_lagtime, check_split_mode, frame_index, pair_index, split_segments
-from sciml.data.stats import energy_reference, force_rms
+from sciml.data.stats import (
+    ISOLATED_ATOM,
+    check_reference,
+    energy_reference,
+    force_rms,
+    isolated_atom_energies,
+    mapped_reference,
+)
 
 
 class AtomsDataModule(SplitDataModule):
@@ -38,6 +45,10 @@ class AtomsDataModule(SplitDataModule):
         energy_key, forces_key, stress_key: ``atoms.info``/``atoms.arrays`` keys; default: calculator results.
         predict_paths: files for ``sciml predict`` (every frame, in order, labels optional).
         neighbour_backend: ``"vesin"``, ``"torch"`` or ``"torch_cluster"``.
+        energy_reference: per-element reference energies linked into the model: ``"least_squares"`` (fitted to
+            the training split), a mapping ``{element: eV}``, or ``"isolated_atoms"`` (from the single-atom
+            frames with ``config_type: IsolatedAtom``). Such frames are never in a split, whatever the mode
+            (MACE's convention). See :mod:`sciml.data.stats`.
         dtype: ``"float32"`` or ``"float64"``: positions, cells and labels of the graphs (float64 for float64
             training, ``trainer.precision: 64-true``: labels such as total energies of hundreds of eV lose
             ~0.1 meV when stored in float32).
@@ -67,6 +78,7 @@ class AtomsDataModule(SplitDataModule):
         val_paths: str | list[str] | None = None,
         test_paths: str | list[str] | None = None,
         split_mode: str = "auto",
+        energy_reference: str | dict[str, float] = "least_squares",
     ) -> None:
         super().__init__()
         explicit = {"train": train_paths, "val": val_paths, "test": test_paths}
@@ -76,6 +88,7 @@ class AtomsDataModule(SplitDataModule):
             raise DataError("data needs paths (dealt to the splits by split) or train_paths (explicit splits)")
         self.explicit = explicit if paths is None else None
         self.split_mode = check_split_mode(split_mode, lagtime)
+        self.reference = check_reference(energy_reference)
         if dtype not in ("float32", "float64"):
             raise ValueError(f"data dtype must be 'float32' or 'float64', got '{dtype}'")
         self.dtype = getattr(torch, dtype)
@@ -94,16 +107,28 @@ class AtomsDataModule(SplitDataModule):
 
     # --- loading (lazy: the CLI links species / energy reference before Lightning calls setup) ---
     @cached_property
-    def _loaded(self) -> tuple[list[str], list[list[dict[str, np.ndarray]]], list[int]]:
+    def _loaded(self) -> tuple[list[str], list[list[dict[str, np.ndarray]]], list[int], list[tuple]]:
         trajectories = read_trajectories(self.paths) if self.explicit is None else self._explicit_trajectories
         species = self._species_arg or sorted({int(z) for t in trajectories for a in t.frames for z in a.numbers})
         records = [
-            [read_frame(a, t.source, f, species, self.keys, self.required) for f, a in enumerate(t.frames)]
+            [
+                read_frame(a, t.source, f, species, self.keys, [] if _is_isolated(a) else self.required)
+                for f, a in enumerate(t.frames)
+            ]
             for t in trajectories
         ]
+        isolated_atoms = [
+            (t.source, f, r)
+            for t, frames in zip(trajectories, records, strict=True)
+            for f, r in enumerate(frames)
+            if r.get("config_type") == ISOLATED_ATOM
+        ]
+        if isolated_atoms:  # never in a split (MACE's convention); a trajectory may be left with no frames
+            records = [[r for r in frames if r.get("config_type") != ISOLATED_ATOM] for frames in records]
+        sources = [t.source for t in trajectories]
         if self.lagtime is not None:
-            check_lagtime([len(r) for r in records], self.lagtime, [t.source for t in trajectories])
-        return [t.source for t in trajectories], records, species
+            check_lagtime([len(r) for r in records], self.lagtime, sources)
+        return sources, records, species, isolated_atoms
 
     @property
     def sources(self) -> list[str]:
@@ -132,7 +157,7 @@ class AtomsDataModule(SplitDataModule):
             return split_segments([len(r) for r in self.records], self.split, self.seed, self.split_mode)
         segments, first = {}, 0
         for name, group in self._explicit_groups.items():
-            segments[name] = [Segment(first + k, 0, len(t.frames)) for k, t in enumerate(group)]
+            segments[name] = [Segment(first + k, 0, len(self.records[first + k])) for k in range(len(group))]
             first += len(group)
         return segments
 
@@ -153,7 +178,14 @@ class AtomsDataModule(SplitDataModule):
 
     @cached_property
     def energy_reference(self) -> list[float]:
-        """Per-element energies (eV), aligned with ``species``, fitted on the training split."""
+        """Per-element energies (eV), aligned with ``species``: given, from isolated atoms, or fitted to the
+        training split (``energy_reference`` argument)."""
+        if isinstance(self.reference, dict):
+            return mapped_reference(self.reference, self.species, "the mapping")
+        if self.reference == "isolated_atoms":
+            sources = sorted({source for source, _, _ in self._loaded[3]}) or "no file"
+            found = isolated_atom_energies(self._loaded[3])
+            return mapped_reference(found, self.species, f"config_type '{ISOLATED_ATOM}' frames in {sources}")
         frames = [r for r in self._train_frames() if "energy" in r]
         if not frames:
             return [0.0] * len(self.species)
@@ -200,3 +232,8 @@ def _atomic_number(value: str | int) -> int:
     if value not in atomic_numbers:
         raise DataError(f"unknown element symbol '{value}' in data.species")
     return atomic_numbers[value]
+
+
+def _is_isolated(atoms) -> bool:
+    """An isolated-atom frame is reference data, not training data: it needs no force label."""
+    return atoms.info.get("config_type") == ISOLATED_ATOM

@@ -45,8 +45,9 @@ def read_frame(
     """Check a frame and return its arrays.
 
     Returns:
-        ``positions (N,3)``, ``numbers (N,)``, ``cell (3,3)``, ``pbc (3,)`` and whichever of
-        ``energy ()``, ``forces (N,3)``, ``stress (3,3)`` exist. Labels in ``required`` must exist.
+        ``positions (N,3)``, ``numbers (N,)``, ``cell (3,3)``, ``pbc (3,)``, ``config_type`` (str, when
+        ``atoms.info`` has it) and whichever of ``energy ()``, ``forces (N,3)``, ``stress (3,3)`` exist. Labels
+        in ``required`` must exist.
 
     Raises:
         DataError: naming the file, frame and field of the first problem found.
@@ -69,6 +70,8 @@ def read_frame(
         "cell": _finite(np.asarray(atoms.get_cell()[:], dtype=np.float64), source, frame, "cell"),
         "pbc": np.asarray(atoms.get_pbc(), dtype=bool),
     }
+    if "config_type" in atoms.info:  # MACE's convention (e.g. "IsolatedAtom"); error tables group by it
+        record["config_type"] = str(atoms.info["config_type"])
     for label in LABELS:
         value = _lookup(atoms, label, getattr(keys, label))
         if value is None:

@@ -12,6 +12,7 @@ from ase import Atoms
 from ase.calculators.singlepoint import SinglePointCalculator
 
 from sciml.data import ArrayDataModule, AtomsDataModule, DataError
+from sciml.data.splits import frame_index
 from sciml.data.systems import OrnsteinUhlenbeck
 
 
@@ -139,3 +140,45 @@ def test_explicit_and_dealt_splits_exclude_each_other(tmp_path, cu_frames):
         AtomsDataModule(paths=path, train_paths=path, cutoff=3.0)
     with pytest.raises(DataError, match="needs paths"):
         AtomsDataModule(val_paths=path, cutoff=3.0)
+
+
+def fitted_reference(data: AtomsDataModule) -> list[float]:
+    """Least squares of the training energies on element counts, by numpy (minimum norm)."""
+    train = [data.records[t][i] for t, i in frame_index(data.segments["train"]).tolist()]
+    counts = np.array([[np.sum(r["numbers"] == z) for z in data.species] for r in train], dtype=float)
+    return np.linalg.lstsq(counts, np.array([float(r["energy"]) for r in train]), rcond=None)[0].tolist()
+
+
+def test_energy_reference_modes(tmp_path, molecule_frames):
+    """least_squares (fitted), a mapping in eV, or isolated atoms (MACE's config_type, kept out of the splits)."""
+    isolated = []
+    for number, energy in ((1, -13.6), (6, -1027.6), (8, -2041.3)):
+        atom = Atoms(numbers=[number], positions=[[0.0, 0.0, 0.0]])
+        atom.info.update(config_type="IsolatedAtom", REF_energy=energy)
+        isolated.append(atom)
+    frames = []
+    for atoms in molecule_frames:
+        frame = Atoms(atoms.numbers, atoms.positions)
+        frame.info.update(REF_energy=atoms.get_potential_energy(), config_type="md")
+        frame.arrays["REF_forces"] = atoms.get_forces()
+        frames.append(frame)
+    path = tmp_path / "train.extxyz"
+    ase.io.write(path, isolated[:2] + frames + isolated[2:])
+    keys = dict(energy_key="REF_energy", forces_key="REF_forces", cutoff=3.0, split=(0.6, 0.2, 0.2))
+    data = AtomsDataModule(paths=str(path), energy_reference="isolated_atoms", **keys)
+    assert data.species == [1, 6, 8] and data.energy_reference == [-13.6, -1027.6, -2041.3]
+    assert sum(len(r) for r in data.records) == len(frames)  # the isolated atoms are in no split
+    assert all(r["config_type"] == "md" for trajectory in data.records for r in trajectory)
+    mapped = AtomsDataModule(paths=str(path), energy_reference={"H": -1.0, "C": -2.0, 8: -3.0}, **keys)
+    assert mapped.energy_reference == [-1.0, -2.0, -3.0]
+    ase.io.write(tmp_path / "md_only.extxyz", frames)
+    fitted = AtomsDataModule(paths=str(tmp_path / "md_only.extxyz"), **keys)
+    assert fitted.energy_reference == pytest.approx(fitted_reference(fitted))
+    with pytest.raises(DataError, match=r"the mapping: no energy for \['O'\]"):
+        _ = AtomsDataModule(paths=str(path), energy_reference={"H": -1.0, "C": -2.0}, **keys).energy_reference
+    ase.io.write(tmp_path / "no_oxygen.extxyz", isolated[:2] + frames)
+    missing = AtomsDataModule(paths=str(tmp_path / "no_oxygen.extxyz"), energy_reference="isolated_atoms", **keys)
+    with pytest.raises(DataError, match=r"'IsolatedAtom' frames in .*no_oxygen.extxyz.*: no energy for \['O'\]"):
+        _ = missing.energy_reference
+    with pytest.raises(DataError, match="energy_reference must be one of"):
+        AtomsDataModule(paths=str(path), energy_reference="average", **keys)
