@@ -57,14 +57,14 @@ class SciMLCLI(LightningCLI):
 
 
 def config_classes(args: list[str]) -> dict[str, str]:
-    """The ``model`` and ``data`` class paths named by ``--config`` files or ``--model``/``--data`` in ``args``
-    (later ones win)."""
+    """The ``model`` and ``data`` class paths named by ``--config`` (or ``-c``) files or ``--model``/``--data`` in
+    ``args`` (later ones win)."""
     classes: dict[str, str] = {}
     for k, arg in enumerate(args):
         key, _, value = arg.partition("=")
         if not value and k + 1 < len(args):
             value = args[k + 1]
-        if key == "--config":
+        if key in ("--config", "-c"):
             try:
                 with open(value) as handle:
                     config = yaml.safe_load(handle) or {}

@@ -34,12 +34,13 @@ def test_every_config_fits_on_a_tiny_budget(config, monkeypatch, tmp_path):
     assert all(v.isfinite() for v in cli.trainer.callback_metrics.values())
 
 
-def test_lagtime_is_linked_from_data_to_model(monkeypatch, tmp_path):
+@pytest.mark.parametrize("flag", ["--config", "-c"])
+def test_lagtime_is_linked_from_data_to_model(flag, monkeypatch, tmp_path):
     monkeypatch.chdir(ROOT)
     cli = run(
         [
             "fit",
-            "--config",
+            flag,
             "configs/koopman/ou.yaml",
             "--data.init_args.lagtime=3",
             f"--trainer.default_root_dir={tmp_path}",
