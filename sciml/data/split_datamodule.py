@@ -2,18 +2,39 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import lightning as L
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+
+class EpochSeededSampler(Sampler[int]):
+    """A random permutation per epoch drawn from ``seed + epoch`` (Lightning calls ``set_epoch``), so a run
+    resumed from a checkpoint sees the same batches as one that was never interrupted."""
+
+    def __init__(self, size: int, seed: int) -> None:
+        self.size, self.seed, self.epoch = size, seed, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __iter__(self) -> Iterator[int]:
+        generator = torch.Generator().manual_seed(self.seed + self.epoch)
+        return iter(torch.randperm(self.size, generator=generator).tolist())
 
 
 class SplitDataModule(L.LightningDataModule):
     """Train / val / test dataloaders over ``dataset(name)``.
 
     Subclasses set ``batch_size``, ``eval_batch_size``, ``num_workers``, ``seed`` and ``lagtime`` (``None``
-    for single frames) and implement :meth:`dataset`. Training batches are shuffled with a generator
-    seeded by ``seed``; batches of lagged pairs drop the incomplete last one (a few pairs give noisy
-    moments). Evaluation batches keep the order. ``loader_class`` is PyG's loader for graphs.
+    for single frames) and implement :meth:`dataset`. Training batches are shuffled by an
+    :class:`EpochSeededSampler` (permutation from ``seed + epoch``: resuming reproduces the batches); batches
+    of lagged pairs drop the incomplete last one (a few pairs give noisy moments). Evaluation batches keep
+    the order. ``loader_class`` is PyG's loader for graphs.
     """
 
     loader_class: type[DataLoader] = DataLoader
@@ -28,13 +49,13 @@ class SplitDataModule(L.LightningDataModule):
         raise NotImplementedError
 
     def train_dataloader(self) -> DataLoader:
+        dataset = self.dataset("train")
         return self.loader_class(
-            self.dataset("train"),
+            dataset,
             batch_size=self.batch_size,
-            shuffle=True,
+            sampler=EpochSeededSampler(len(dataset), self.seed),
             num_workers=self.num_workers,
             drop_last=self.lagtime is not None,
-            generator=torch.Generator().manual_seed(self.seed),
         )
 
     def split_dataloader(self, name: str) -> DataLoader:

@@ -10,9 +10,10 @@ from torch import nn
 from sciml.koopman.functional import with_constant
 from sciml.koopman.losses import LoRALoss
 from sciml.nn.checkpoint import fresh_instance, module_spec
+from sciml.training.finite import FiniteTraining
 
 
-class KoopmanModule(L.LightningModule):
+class KoopmanModule(FiniteTraining, L.LightningModule):
     """Encoders f (on x_t) and g (on x_{t+lagtime}); the loss sees (f, g) with the constant prepended.
 
     Under DDP the loss uses the moments of the *global* batch: features are all-gathered, the local
@@ -73,6 +74,7 @@ class KoopmanModule(L.LightningModule):
 
     def training_step(self, batch, batch_idx: int) -> torch.Tensor:
         loss = self._loss(batch)
+        self.check_loss_terms({"loss": loss}, batch_idx)
         self.log("train/loss", loss, prog_bar=True, batch_size=_batch_size(batch))
         return loss * self._world_size()
 

@@ -1,8 +1,10 @@
-"""The LightningModules used outside a Trainer and on partially labelled data."""
+"""The LightningModules outside a Trainer, on partially labelled data, with EMA re-levelling, stopping at
+non-finite values and resuming an interrupted run exactly."""
 
 from __future__ import annotations
 
 import ase.io
+import lightning as L
 import pytest
 import torch
 
@@ -120,8 +122,6 @@ def test_potential_module_builds_its_force_outputs_once(molecule_frames, tmp_pat
 def test_ema_energies_are_relevelled_on_training_frames_before_validation(tmp_path, molecule_frames):
     """After a validation the EMA model's energy residuals on the training frames have zero mean (one
     composition: the fit is exact), only energy_reference moved, and forces are those of the averaged weights."""
-    import lightning as L
-
     from sciml.nn.forces import ForceStressOutput
     from sciml.training.energy_shift import fit_energy_shift
 
@@ -145,4 +145,98 @@ def test_ema_energies_are_relevelled_on_training_frames_before_validation(tmp_pa
     assert (moved["energy"] - level["energy"]).abs().min() > 0.1
     averaged.energy_reference += fit_energy_shift(averaged, train)  # (minimum-norm) refit restores the level
     torch.testing.assert_close(averaged(train[0])["energy"], level["energy"], rtol=0, atol=1e-9)
-    assert trainer.callback_metrics["val/ema_energy_shift"] > 0
+    assert trainer.callback_metrics["val/energy_relevel"] > 0
+
+
+def tiny_trainer(tmp_path, **kwargs):
+    defaults = dict(
+        max_epochs=4, logger=False, default_root_dir=tmp_path, enable_progress_bar=False,
+        enable_model_summary=False, num_sanity_val_steps=0, accelerator="cpu",
+    )  # fmt: skip
+    return L.Trainer(**{**defaults, **kwargs})
+
+
+def test_non_finite_loss_or_gradient_stops_before_the_weights_change(tmp_path, molecule_frames):
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    from sciml.training.finite import NonFiniteError
+
+    ase.io.write(tmp_path / "frames.extxyz", molecule_frames * 4)
+    data = AtomsDataModule(paths=str(tmp_path / "frames.extxyz"), cutoff=3.0, split=(0.6, 0.2, 0.2), batch_size=2)
+    module = potential_module(data, ema_decay=0.9)
+    original, calls = module._predict, []
+
+    def poisoned(batch, use_ema):  # the third training batch predicts a NaN energy
+        outputs = dict(original(batch, use_ema))
+        if not use_ema:
+            calls.append(1)
+            if len(calls) == 3:
+                outputs["energy"] = outputs["energy"] * float("nan")
+        return outputs
+
+    module._predict = poisoned
+    checkpoints = ModelCheckpoint(dirpath=tmp_path / "checkpoints", save_last=True, every_n_train_steps=1)
+    with pytest.raises(NonFiniteError, match=r"step 2, epoch 0, batch 2: energy = nan"):
+        tiny_trainer(tmp_path, callbacks=[checkpoints]).fit(module, data)
+    assert all(torch.isfinite(p).all() for p in module.parameters())
+    for path in (tmp_path / "checkpoints").glob("*.ckpt"):  # whatever was saved holds finite weights only
+        state = torch.load(path, weights_only=True)["state_dict"]
+        assert all(torch.isfinite(value).all() for value in state.values() if value.is_floating_point())
+
+    module = potential_module(data)
+    weight = module.model.energy_head[0].weight
+    weight.register_hook(lambda grad: grad * float("nan"))
+    before = weight.detach().clone()
+    with pytest.raises(NonFiniteError, match=r"non-finite gradient at step 0.*first model\.energy_head\.0\.weight"):
+        tiny_trainer(tmp_path, enable_checkpointing=False).fit(module, data)
+    assert torch.equal(weight.detach(), before)
+
+
+class StopAfterEpoch(L.Callback):
+    """Ends the run gracefully after ``epoch`` (an interruption at an epoch boundary)."""
+
+    def __init__(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def on_train_epoch_end(self, trainer, pl_module) -> None:
+        if trainer.current_epoch == self.epoch:
+            trainer.should_stop = True
+
+
+def test_interrupted_and_resumed_run_equals_an_uninterrupted_one(tmp_path, molecule_frames):
+    """2 + 2 epochs from last.ckpt give the parameters (and EMA) of 4 epochs, float64, to 1e-8: shuffling,
+    warm-up + cosine learning rate, EMA warm-up, stage two and energy re-levelling all resume."""
+    from functools import partial
+
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    from sciml.training.schedules import WarmupCosine
+
+    ase.io.write(tmp_path / "frames.extxyz", molecule_frames * 4)
+    data = AtomsDataModule(
+        paths=str(tmp_path / "frames.extxyz"), cutoff=3.0, split=(0.6, 0.2, 0.2), batch_size=2, dtype="float64"
+    )
+
+    def module():
+        return potential_module(
+            data,
+            ema_decay=0.99,
+            optimizer=partial(torch.optim.Adam, lr=2e-3, amsgrad=True),
+            scheduler=partial(WarmupCosine, warmup_steps=3),
+            stage_two={"start_epoch": 3, "energy_weight": 100.0, "force_weight": 10.0, "lr": 1e-3},
+        ).double()
+
+    whole = module()
+    tiny_trainer(tmp_path / "whole", enable_checkpointing=False).fit(whole, data)
+    first = module()
+    checkpoints = ModelCheckpoint(dirpath=tmp_path / "parts", save_last=True)
+    tiny_trainer(tmp_path / "parts", callbacks=[checkpoints, StopAfterEpoch(1)]).fit(first, data)
+    assert first.current_epoch == 2
+    resumed = module()
+    resume = tiny_trainer(tmp_path / "parts", enable_checkpointing=False)
+    resume.fit(resumed, data, ckpt_path=tmp_path / "parts" / "last.ckpt")
+    assert resumed.global_step == whole.global_step
+    for (name, a), b in zip(whole.state_dict().items(), resumed.state_dict().values(), strict=True):
+        if a.is_floating_point():
+            torch.testing.assert_close(b, a, rtol=0, atol=1e-8, msg=name)
+    assert (whole.model.energy_head[0].weight - first.model.energy_head[0].weight).abs().max() > 1e-4
