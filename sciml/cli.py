@@ -38,6 +38,14 @@ class SciMLCLI(LightningCLI):
         self.family, self.molecular = family, molecular
         super().__init__(*args, **kwargs)
 
+    def _refuse_remote_checkpoint(self) -> None:
+        """``--ckpt_path`` must be a local file: Lightning would fetch and unpickle a remote address."""
+        ckpt_path = self.config.get(self.subcommand, {}).get("ckpt_path")
+        if ckpt_path and "://" in str(ckpt_path):
+            raise ValueError(f"--ckpt_path '{ckpt_path}' is a remote address; download it and pass the local file")
+
+    before_fit = before_validate = before_test = before_predict = _refuse_remote_checkpoint
+
     def add_arguments_to_parser(self, parser) -> None:
         if self.family == "potential":
             for name, compute in POTENTIAL_LINKS.items():

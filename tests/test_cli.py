@@ -90,3 +90,9 @@ def test_print_config_round_trips(tmp_path):
         check=True,
     )
     assert again.stdout == result.stdout
+
+
+def test_remote_checkpoint_paths_are_refused(monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    with pytest.raises(ValueError, match="'https://example.org/model.ckpt' is a remote address"):
+        run(["validate", "-c", "configs/koopman/ou.yaml", "--ckpt_path", "https://example.org/model.ckpt", *TINY[3:]])

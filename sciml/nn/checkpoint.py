@@ -72,17 +72,92 @@ def module_spec(module: nn.Module) -> dict:
     return {"class_path": f"{kind.__module__}.{kind.__qualname__}", "init_args": dict(config)}
 
 
+SAVEABLE_CLASSES = {
+    "sciml.models.e2former.model.E2Former",
+    "sciml.koopman.encoders.MLPEncoder",
+    "sciml.koopman.molecular.MolecularEncoder",
+}
+MAX_INTEGER = 65_536  # no constructor argument of a model is larger (channels, layers, atomic numbers, ...)
+MAX_ITEMS = 4_096  # longest list or string accepted in init_args
+
+
+def register_saveable(kind: type) -> type:
+    """Class decorator: let checkpoints rebuild ``kind`` (an ``nn.Module`` whose ``__init__`` is decorated
+    with :func:`records_config`), e.g. a model of your own outside the ``sciml`` package."""
+    if not (isinstance(kind, type) and issubclass(kind, nn.Module)):
+        raise TypeError(f"register_saveable needs an nn.Module subclass, got {kind!r}")
+    SAVEABLE_CLASSES.add(f"{kind.__module__}.{kind.__qualname__}")
+    return kind
+
+
 def build_module(spec: dict, source: str | Path) -> nn.Module:
-    """Instantiate ``spec`` (only classes inside the ``sciml`` package); ``source`` names the file in errors."""
+    """Instantiate ``spec``: only classes in :data:`SAVEABLE_CLASSES` (see :func:`register_saveable`), and
+    only with ``init_args`` that bind to the constructor and stay within sane bounds (a crafted file must not
+    call arbitrary code or allocate without limit). ``source`` names the file in errors."""
     class_path = spec.get("class_path", "") if isinstance(spec, dict) else ""
-    if not class_path.startswith("sciml."):
-        raise CheckpointError(f"checkpoint '{source}': module class '{class_path}' is outside the sciml package")
+    if class_path not in SAVEABLE_CLASSES:
+        raise CheckpointError(
+            f"checkpoint '{source}': '{class_path}' is not a registered model or encoder class "
+            f"(known: {sorted(SAVEABLE_CLASSES)}; see sciml.nn.checkpoint.register_saveable)"
+        )
     module_name, _, class_name = class_path.rpartition(".")
     try:
         kind = getattr(importlib.import_module(module_name), class_name)
     except (ImportError, AttributeError) as error:
         raise CheckpointError(f"checkpoint '{source}': class '{class_path}' does not exist") from error
-    return kind(**spec.get("init_args", {}))
+    init_args = spec.get("init_args", {})
+    if not isinstance(init_args, dict):
+        raise CheckpointError(f"checkpoint '{source}': init_args of '{class_path}' is not a mapping")
+    for name, value in init_args.items():
+        _check_value(value, f"checkpoint '{source}': init_args.{name} of '{class_path}'")
+    try:
+        inspect.signature(kind).bind(**init_args)
+    except TypeError as error:
+        raise CheckpointError(f"checkpoint '{source}': init_args do not fit '{class_path}': {error}") from error
+    return kind(**init_args)
+
+
+def _check_value(value, where: str) -> None:
+    """Plain values only: None, bool, str, finite or infinite (not NaN) numbers, integers up to MAX_INTEGER,
+    and lists, tuples and string-keyed dicts of them up to MAX_ITEMS long."""
+    if value is None or isinstance(value, bool):
+        return
+    if isinstance(value, int):
+        if abs(value) > MAX_INTEGER:
+            raise CheckpointError(f"{where} = {value} is out of range (|value| <= {MAX_INTEGER})")
+    elif isinstance(value, float):
+        if value != value:
+            raise CheckpointError(f"{where} is NaN")
+    elif isinstance(value, str):
+        if len(value) > MAX_ITEMS:
+            raise CheckpointError(f"{where} is a string of {len(value)} characters (at most {MAX_ITEMS})")
+    elif isinstance(value, list | tuple | dict):
+        if len(value) > MAX_ITEMS:
+            raise CheckpointError(f"{where} holds {len(value)} items (at most {MAX_ITEMS})")
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, item in items:
+            if isinstance(value, dict) and not isinstance(key, str):
+                raise CheckpointError(f"{where} has a non-string key {key!r}")
+            _check_value(item, f"{where}[{key!r}]")
+    else:
+        raise CheckpointError(f"{where} has type {type(value).__name__}, not a plain value")
+
+
+def check_identity_buffers(module: nn.Module, state_dict: dict, prefix: str, names: tuple[str, ...]) -> None:
+    """For a module's ``_load_from_state_dict``: the buffers ``names`` say what the weights mean (species,
+    cutoff, energy scale), so a state dict whose values differ (beyond float32 rounding) is refused with
+    both values named. Absent keys (checkpoints older than these buffers) pass."""
+    for name in names:
+        theirs, mine = state_dict.get(prefix + name), getattr(module, name)
+        if theirs is None:
+            continue
+        same = theirs.shape == mine.shape and torch.allclose(theirs.double().cpu(), mine.double().cpu(), rtol=1e-6)
+        if not same:
+            raise CheckpointError(
+                f"the checkpoint's {type(module).__name__} was trained with {name} = {theirs.tolist()}, but this "
+                f"run builds it with {name} = {mine.tolist()} (other elements, cutoff or training split in the "
+                "data?); use the data the checkpoint was trained on"
+            )
 
 
 def sub_state_dict(state: dict, prefix: str) -> dict:

@@ -160,9 +160,24 @@ def test_refusals(calculator, tmp_path):
     torch.save({"state_dict": {}}, tmp_path / "foreign.ckpt")
     with pytest.raises(CheckpointError, match="no 'sciml_model' entry"):
         SciMLCalculator.from_checkpoint(tmp_path / "foreign.ckpt")
-    torch.save({"sciml_model": {"class_path": "os.system", "init_args": {}}}, tmp_path / "evil.ckpt")
-    with pytest.raises(CheckpointError, match="outside the sciml package"):
-        SciMLCalculator.from_checkpoint(tmp_path / "evil.ckpt")
+    e2former = "sciml.models.e2former.model.E2Former"
+    crafted = {
+        "os.system": ({"class_path": "os.system", "init_args": {}}, "'os.system' is not a registered model"),
+        "cli": ({"class_path": "sciml.cli.run", "init_args": {"args": ["fit"]}}, "'sciml.cli.run' is not a registered"),
+        "huge": (
+            {"class_path": e2former, "init_args": {"species": [1], "cutoff": 4.0, "channels": 10**9}},
+            r"init_args.channels of .* = 1000000000 is out of range",
+        ),
+        "unknown": (
+            {"class_path": e2former, "init_args": {"species": [1], "cutoff": 4.0, "payload": "x"}},
+            "init_args do not fit .*unexpected keyword argument 'payload'",
+        ),
+        "nan": ({"class_path": e2former, "init_args": {"species": [1], "cutoff": float("nan")}}, "cutoff .* is NaN"),
+    }
+    for name, (spec, message) in crafted.items():
+        torch.save({"sciml_model": spec, "state_dict": {}}, tmp_path / f"{name}.ckpt")
+        with pytest.raises(CheckpointError, match=message):
+            SciMLCalculator.from_checkpoint(tmp_path / f"{name}.ckpt")
 
 
 def test_checkpoint_round_trip_and_nve_conservation(quickstart_run):

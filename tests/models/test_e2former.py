@@ -165,3 +165,29 @@ def test_s2_feed_forward_rotation_error_is_aliasing_only():
     assert 1e-10 < errors["rotation", 18] < 1e-6
     assert errors["rotation", 36] < 1e-11
     assert errors["inversion", 18] < 1e-13 and errors["inversion", 36] < 1e-13
+
+
+def test_state_dict_carries_species_cutoff_and_energy_scale_and_refuses_other_data():
+    from sciml.nn.checkpoint import CheckpointError
+
+    def model(species=(1, 6, 8), cutoff=4.0, energy_scale=1.5):
+        torch.manual_seed(0)
+        return E2Former(list(species), cutoff, channels=8, lmax=1, layers=1, heads=2, energy_scale=energy_scale)
+
+    state = model().state_dict()
+    assert state["species_numbers"].tolist() == [1, 6, 8] and float(state["cutoff_radius"]) == 4.0
+    model().load_state_dict(state)  # same data: fine
+    with pytest.raises(
+        CheckpointError, match=r"species_numbers = \[1, 6, 8\], but this run builds it with .*\[1, 6, 8, 9\]"
+    ):
+        model(species=(1, 6, 8, 9)).load_state_dict(state)
+    with pytest.raises(CheckpointError, match="cutoff_radius = 4.0, but this run builds it with cutoff_radius = 5.0"):
+        model(cutoff=5.0).load_state_dict(state)
+    with pytest.raises(CheckpointError, match="energy_scale_value = 1.5, .* energy_scale_value = 0.9"):
+        model(energy_scale=0.9).load_state_dict(state)
+    older = {k: v for k, v in state.items() if k not in E2Former.IDENTITY_BUFFERS}  # before these buffers
+    model().load_state_dict(older)  # strict, and accepted
+    scale = 1.1604759964221383  # float32 rounding of the scale is not a mismatch
+    single = model(energy_scale=scale).float().state_dict()
+    assert float(single["energy_scale_value"]) != scale
+    model(energy_scale=scale).load_state_dict(single)

@@ -12,7 +12,7 @@ from sciml.models.e2former.attention import attention_orders
 from sciml.models.e2former.blocks import TransformerBlock
 from sciml.models.e2former.context import GraphContext
 from sciml.models.e2former.embedding import EdgeDegreeEmbedding
-from sciml.nn.checkpoint import records_config
+from sciml.nn.checkpoint import check_identity_buffers, records_config
 from sciml.nn.mlp import MLP
 from sciml.nn.radial import GaussianBasis, polynomial_envelope
 from sciml.nn.so3_layers import EquivariantRMSNorm
@@ -90,6 +90,10 @@ class E2Former(nn.Module):
             )
         self.register_buffer("energy_reference", reference.to(torch.get_default_dtype()))
         self.energy_scale = float(energy_scale)
+        # what the weights mean, in the state dict: a checkpoint for other elements or data is refused on load
+        self.register_buffer("species_numbers", torch.tensor(self.species, dtype=torch.int64))
+        self.register_buffer("cutoff_radius", torch.tensor(self.cutoff, dtype=torch.float64))
+        self.register_buffer("energy_scale_value", torch.tensor(self.energy_scale, dtype=torch.float64))
         self.frame_size = float(frame_size) if frame_size is not None else 2.0 * self.cutoff
         self.radial_basis = GaussianBasis(cutoff, radial_basis)
         self.receiver_embedding = nn.Embedding(len(self.species), radial_basis)
@@ -118,6 +122,15 @@ class E2Former(nn.Module):
         nn.init.zeros_(self.energy_head[-1].weight)  # start at the fitted per-element reference energies
         nn.init.zeros_(self.energy_head[-1].bias)
         self.force_head = nn.Linear(channels, 1, bias=False) if direct_force_head else None
+
+    IDENTITY_BUFFERS = ("species_numbers", "cutoff_radius", "energy_scale_value")
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, *args) -> None:
+        check_identity_buffers(self, state_dict, prefix, self.IDENTITY_BUFFERS)
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, *args)
+        for name in self.IDENTITY_BUFFERS:  # old checkpoints lack them: not missing
+            if prefix + name in missing_keys and prefix + name not in state_dict:
+                missing_keys.remove(prefix + name)
 
     def atom_types(self, numbers: torch.Tensor) -> torch.Tensor:
         """Atomic numbers (N,) -> atom types (N,): indices into ``species`` (which holds atomic numbers)."""
