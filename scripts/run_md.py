@@ -1,15 +1,18 @@
 """Molecular dynamics of a structure with a trained sciml potential (ASE), NVE or Langevin.
 
     python scripts/run_md.py --checkpoint runs/quickstart/.../last.ckpt --structure data/ethanol_gfn2.extxyz \
-        --ensemble nve --timestep 0.5 --steps 2000 --temperature 300 --out md.traj
+        --ensemble nve --timestep 0.5 --steps 2000 --temperature 300
 
-Prints steps/s and, for NVE, the total-energy drift per atom per ps (slope of a linear fit) and the largest
-excursion of the total energy per atom.
+Writes the trajectory (every 10th step) to ``--out``, by default ``md.traj`` in the checkpoint's run
+directory, atomically; an existing file is refused unless ``--overwrite``. Prints steps/s and, for NVE,
+the total-energy drift per atom per ps (slope of a linear fit) and the largest excursion of the total
+energy per atom.
 """
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import ase.io
 
@@ -30,12 +33,18 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--skin", type=float, default=0.5, help="neighbour-list skin, Å")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default="md.traj")
+    parser.add_argument("--out", help="trajectory file (default: md.traj in the checkpoint's run directory)")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     args = parser.parse_args()
+    if args.out is None:  # the run directory holds the checkpoints folder
+        args.out = str(Path(args.checkpoint).resolve().parent.parent / "md.traj")
     atoms = ase.io.read(args.structure, index=args.index)
     atoms.calc = None
     calculator = SciMLCalculator.from_checkpoint(args.checkpoint, device=args.device, dtype=args.dtype, skin=args.skin)
-    result = run_md(atoms, calculator, args.ensemble, args.timestep, args.steps, args.temperature, args.seed, args.out)
+    result = run_md(
+        atoms, calculator, args.ensemble, args.timestep, args.steps, args.temperature, args.seed, args.out,
+        overwrite=args.overwrite,
+    )  # fmt: skip
     print(
         f"{len(atoms)} atoms, {args.steps} steps of {args.timestep} fs ({args.ensemble}): "
         f"{result['steps_per_second']:.1f} steps/s, {calculator.rebuilds} neighbour-list builds -> {args.out}"

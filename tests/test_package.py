@@ -1,10 +1,13 @@
-"""Package hygiene: ``sciml.testing`` imports without pytest, and tests import nothing from ``scripts/``."""
+"""Package hygiene: ``sciml.testing`` imports without pytest, tests import nothing from ``scripts/``, and runs
+write their outputs atomically into their run directory only."""
 
 from __future__ import annotations
 
 import ast
 import subprocess
 import sys
+
+import pytest
 
 from tests.conftest import ROOT
 
@@ -31,3 +34,52 @@ def test_tests_import_nothing_from_scripts():
                 names = [node.module]
             offenders += [f"{path.relative_to(ROOT)}: {n}" for n in names if n.split(".")[0] == "scripts"]
     assert not offenders, offenders
+
+
+def test_atomic_output_commits_refuses_and_discards(tmp_path):
+    from sciml.data.files import AtomicOutput
+
+    target = tmp_path / "out" / "result.extxyz"
+    with AtomicOutput(target) as temporary:
+        assert temporary.suffix == ".extxyz" and temporary.parent == target.parent
+        temporary.write_text("complete")
+        assert not target.exists()  # nothing at the destination until the write is done
+    assert target.read_text() == "complete"
+    with pytest.raises(FileExistsError, match=r"result.extxyz' already exists; pass --overwrite"):
+        AtomicOutput(target, option="--overwrite")
+    with pytest.raises(RuntimeError, match="interrupted"), AtomicOutput(target, overwrite=True) as temporary:
+        temporary.write_text("half")
+        raise RuntimeError("interrupted")
+    assert target.read_text() == "complete" and sorted(p.name for p in target.parent.iterdir()) == ["result.extxyz"]
+
+
+def git_status() -> str:
+    return subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True).stdout
+
+
+def test_fit_predict_and_md_write_only_into_their_run_directory(tmp_path, monkeypatch):
+    """From the repository root: `sciml fit`, `sciml predict` and scripts/run_md.py leave `git status`
+    unchanged (outputs go into the run directory), and a second predict refuses to overwrite."""
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    from sciml.cli import run
+
+    before = git_status()
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(sys, "argv", ["sciml"])
+    config = ["-c", "configs/e2former/quickstart.yaml", f"--trainer.default_root_dir={tmp_path}"]
+    tiny = ["--trainer.max_epochs=1", "--trainer.limit_train_batches=2", "--trainer.limit_val_batches=1"]
+    run(["fit", *config, *tiny, "--trainer.enable_progress_bar=false", "--model.init_args.model.init_args.channels=8"])
+    (checkpoint,) = tmp_path.rglob("*.ckpt")
+    predict = ["predict", *config, f"--ckpt_path={checkpoint}", "--model.init_args.model.init_args.channels=8"]
+    predict += ["--data.init_args.predict_paths=data/ethanol_gfn2.extxyz", "--trainer.limit_predict_batches=1"]
+    run([*predict, "--trainer.enable_progress_bar=false"])
+    assert (tmp_path / "predictions.extxyz").exists()
+    with pytest.raises(FileExistsError, match="predictions.extxyz' already exists"):
+        run([*predict, "--trainer.enable_progress_bar=false"])
+    md = [sys.executable, "scripts/run_md.py", "--checkpoint", str(checkpoint), "--structure"]
+    md += ["data/ethanol_gfn2.extxyz", "--steps", "20", "--dtype", "float32"]
+    result = subprocess.run(md, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert (checkpoint.parent.parent / "md.traj").exists()
+    assert git_status() == before

@@ -12,6 +12,8 @@ from ase.md.langevin import Langevin
 from ase.md.velocitydistribution import MaxwellBoltzmannDistribution, Stationary, ZeroRotation
 from ase.md.verlet import VelocityVerlet
 
+from sciml.data.files import AtomicOutput
+
 
 def run_md(
     atoms,
@@ -23,8 +25,13 @@ def run_md(
     seed: int = 0,
     out: str | None = None,
     interval: int = 10,
+    overwrite: bool = False,
 ) -> dict:
-    """Run MD on ``atoms`` (modified in place). Returns steps_per_second, times_ps, total energies (eV)."""
+    """Run MD on ``atoms`` (modified in place). Returns steps_per_second, times_ps, total energies (eV).
+
+    ``out``: an ASE trajectory of every ``interval``-th step, written atomically (it appears when the run
+    ends; an interrupted run leaves none); an existing file is refused unless ``overwrite``."""
+    output = AtomicOutput(out, overwrite, "--overwrite") if out else None
     atoms.calc = calculator
     MaxwellBoltzmannDistribution(atoms, temperature_K=temperature, rng=np.random.default_rng(seed))
     Stationary(atoms)
@@ -49,14 +56,14 @@ def run_md(
         energies.append(atoms.get_total_energy())
 
     dynamics.attach(record, interval=interval)
-    writer = Trajectory(out, "w", atoms) if out else None
-    if writer is not None:
-        dynamics.attach(writer.write, interval=interval)
     start = time.perf_counter()
-    dynamics.run(steps)
+    if output is None:
+        dynamics.run(steps)
+    else:
+        with output, Trajectory(output.temporary, "w", atoms) as writer:  # closed, then committed or discarded
+            dynamics.attach(writer.write, interval=interval)
+            dynamics.run(steps)
     elapsed = time.perf_counter() - start
-    if writer is not None:
-        writer.close()
     return {"steps_per_second": steps / elapsed, "times_ps": np.array(times), "total_energy": np.array(energies)}
 
 

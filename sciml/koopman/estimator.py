@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from sciml.data.files import AtomicOutput
 from sciml.koopman import linalg
 from sciml.koopman.functional import with_constant
 from sciml.koopman.moments import Moments, accumulate
@@ -218,10 +219,15 @@ class KoopmanEstimator:
         )
 
     # --- persistence ---
-    def save(self, path: str | Path) -> None:
-        """Encoders (spec + weights), lag and moments in one file that loads with ``weights_only=True``."""
+    def save(self, path: str | Path, overwrite: bool = False) -> None:
+        """Encoders (spec + weights), lag and moments in one file that loads with ``weights_only=True``;
+        written atomically, and an existing ``path`` is refused unless ``overwrite``."""
         if self.moments is None:
             raise RuntimeError("the estimator is not fitted: nothing to save")
+        with AtomicOutput(path, overwrite) as temporary:
+            self._save_to(temporary)
+
+    def _save_to(self, path: Path) -> None:
         torch.save(
             {
                 "format": FORMAT,

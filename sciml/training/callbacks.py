@@ -11,6 +11,8 @@ from ase.calculators.singlepoint import SinglePointCalculator
 from ase.stress import full_3x3_to_voigt_6_stress
 from lightning.pytorch.callbacks import BasePredictionWriter
 
+from sciml.data.files import AtomicOutput
+
 
 class FinalMetrics(L.Callback):
     """At the end of ``fit``, print the last validation metrics, one per line (e.g. ``val/force_mae``)."""
@@ -32,21 +34,23 @@ class PredictionWriter(BasePredictionWriter):
     so memory is bounded by the batch size.
 
     Args:
-        output: the extxyz file to write (overwritten when prediction starts); a relative path is taken inside
-            the run directory (``trainer.default_root_dir``), so runs never write into the working directory.
+        output: the extxyz file to write; a relative path is taken inside the run directory
+            (``trainer.default_root_dir``), so runs never write into the working directory. The file appears
+            only when prediction has finished (written to a temporary file, then renamed).
+        overwrite: replace an existing ``output``; by default an existing file is refused before any work.
     """
 
-    def __init__(self, output: str = "predictions.extxyz") -> None:
+    def __init__(self, output: str = "predictions.extxyz", overwrite: bool = False) -> None:
         super().__init__(write_interval="batch")
-        self.output = Path(output)
-        self._handle = None
+        self.output, self.overwrite = Path(output), overwrite
+        self._handle = self._writing = None
 
     def on_predict_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         trainer.predict_loop.return_predictions = False
         if not self.output.is_absolute():
             self.output = Path(trainer.default_root_dir) / self.output
-        self.output.parent.mkdir(parents=True, exist_ok=True)
-        self._handle = open(self.output, "w")  # noqa: SIM115 (closed in on_predict_end)
+        self._writing = AtomicOutput(self.output, self.overwrite, "--trainer.callbacks.overwrite=true")
+        self._handle = open(self._writing.temporary, "w")  # noqa: SIM115 (closed in on_predict_end)
 
     def write_on_batch_end(self, trainer, pl_module, prediction, batch_indices, batch, batch_idx, dataloader_idx):
         for k in range(batch.num_graphs):
@@ -69,6 +73,18 @@ class PredictionWriter(BasePredictionWriter):
         self._handle.flush()
 
     def on_predict_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._finish(None)
+
+    def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
+        self._finish(exception)  # the temporary file is removed; no half-written output remains
+
+    def _finish(self, exception: BaseException | None) -> None:
         if self._handle is not None:
             self._handle.close()
             self._handle = None
+        if self._writing is not None:
+            writing, self._writing = self._writing, None
+            if exception is None:
+                writing.commit()
+            else:
+                writing.discard()
