@@ -2,8 +2,9 @@
 
 Fields (units Å, eV, eV/Å, eV/Å^3): ``pos (N,3)``, ``numbers (N,)``, ``cell (1,3,3)``, ``pbc (1,3)``,
 ``edge_index (2,E)`` and ``shifts (E,3)`` as defined in :mod:`sciml.data.neighbours`, ``natoms (1,)``,
-and the labels present: ``energy (1,)``, ``forces (N,3)``, ``stress (1,3,3)``. After batching, ``batch (N,)``
-maps atoms to structures and ``cell``/``pbc``/``energy``/``stress`` gain a leading structure axis.
+``config_type`` (str, "" when the frame has none) and the labels present: ``energy (1,)``,
+``forces (N,3)``, ``stress (1,3,3)``. After batching, ``batch (N,)`` maps atoms to structures,
+``cell``/``pbc``/``energy``/``stress`` gain a leading structure axis and ``config_type`` is a list.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ def frame_to_graph(
         shifts=shifts.to(dtype),
         natoms=torch.tensor([pos.shape[0]]),
     )
+    graph.config_type = record.get("config_type", "")  # a list of str after batching (error tables group by it)
     if "energy" in record:
         graph.energy = torch.as_tensor(record["energy"], dtype=dtype).reshape(1)
     if "forces" in record:

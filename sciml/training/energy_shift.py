@@ -1,11 +1,14 @@
-"""Re-levelling the energies of a weight-averaged (EMA) potential: the analogue of SWA's ``update_bn``.
+"""Re-levelling the energies of a potential before it is evaluated: for a weight-averaged (EMA) model the
+analogue of SWA's ``update_bn``.
 
 Averaging weights averages functions only to first order. Forces hardly notice, but the energy level of a
 molecule is a sum over all atoms of a deep readout, and the averaged model's level can sit tens of meV/atom
 away from the data (measured on aspirin: +16.7 meV/atom on the training frames, with a spread of only 1.4
 around that offset, while the raw model sat elsewhere). A constant per element moves no force, so it is
 refitted in closed form: the least-squares (minimum-norm) per-element shift of the residuals E_label -
-E_model over a fixed sample of training frames, added to the model's ``energy_reference``.
+E_model over a fixed sample of training frames, added to the model's ``energy_reference``. Without EMA the
+live model's level wanders the same way, more slowly (the quickstart's validation energy MAE moved from
+6.6 to 15.3 meV/atom with nothing but the shuffling order changed), and gets the same shift.
 """
 
 from __future__ import annotations

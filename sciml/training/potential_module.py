@@ -12,11 +12,12 @@ from torch import nn
 from sciml.nn.checkpoint import module_spec
 from sciml.nn.forces import ForceStressOutput
 from sciml.training.energy_shift import evenly_spaced, fit_energy_shift
-from sciml.training.metrics import potential_errors
+from sciml.training.error_table import ErrorTable
+from sciml.training.finite import FiniteTraining
 from sciml.training.schedules import StageTwo, warmup_ema
 
 
-class PotentialModule(L.LightningModule):
+class PotentialModule(FiniteTraining, L.LightningModule):
     """Loss = w_E * L(E/atom) + w_F * L(F) + w_S * L(stress), L = MSE or Huber (eV, eV/Å, eV/Å^3).
 
     Args:
@@ -27,9 +28,10 @@ class PotentialModule(L.LightningModule):
         ema_decay: keep an exponential moving average of the weights (used for validation, testing
             and saved checkpoints' ``ema_state_dict``) with decay min(ema_decay, (1 + n) / (10 + n)) after n
             updates (warm-up); ``None`` disables it.
-        ema_energy_frames: before each validation, re-level the EMA model's energies on this many evenly
-            spaced training frames (closed-form per-element shift of ``energy_reference``, forces unchanged;
-            see :mod:`sciml.training.energy_shift`); 0 disables it. Needs a data module with ``dataset()``.
+        relevel_frames: before each validation, re-level the energies of the evaluated model (the EMA model
+            when there is one) on this many evenly spaced training frames: the closed-form per-element shift
+            of its ``energy_reference`` (forces unchanged; see :mod:`sciml.training.energy_shift`); 0 disables
+            it. Needs a data module with ``dataset()``.
         stage_two: ``{start_epoch, energy_weight, force_weight[, stress_weight][, lr]}``: from that epoch on,
             these loss weights and a constant learning rate (MACE's last stage); ``None``: one stage.
         direct_forces: train and evaluate the model's direct-force head instead of -dE/dx (the model must
@@ -52,7 +54,7 @@ class PotentialModule(L.LightningModule):
         ema_decay: float | None = None,
         direct_forces: bool = False,
         stage_two: dict[str, float] | None = None,
-        ema_energy_frames: int = 512,
+        relevel_frames: int = 512,
     ) -> None:
         super().__init__()
         if loss not in ("mse", "huber"):
@@ -65,7 +67,8 @@ class PotentialModule(L.LightningModule):
         self.loss_name, self.huber_delta = loss, huber_delta
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         self.stage_two = StageTwo.from_config(stage_two)
-        self.ema_energy_frames = ema_energy_frames
+        self.relevel_frames = relevel_frames
+        self._tables: dict[str, ErrorTable] = {}
         self.ema = (  # averages self.potential: its module is the EMA model's own ForceStressOutput
             torch.optim.swa_utils.AveragedModel(copy.deepcopy(self.potential), multi_avg_fn=warmup_ema(ema_decay))
             if ema_decay
@@ -105,25 +108,31 @@ class PotentialModule(L.LightningModule):
 
     def _loss(self, batch, outputs) -> torch.Tensor:
         """Weighted sum over the labels the batch carries (a data module may leave energy or forces out)."""
-        terms = []
+        return torch.stack(list(self._loss_terms(batch, outputs).values())).sum()
+
+    def _loss_terms(self, batch, outputs) -> dict[str, torch.Tensor]:
+        """{label: weighted loss term} for the labels present with a nonzero weight."""
+        terms = {}
         if hasattr(batch, "energy") and self.weights["energy"]:
             atoms = batch.natoms.to(outputs["energy"].dtype)
-            terms.append(self.weights["energy"] * self._pointwise(outputs["energy"] / atoms, batch.energy / atoms))
+            terms["energy"] = self.weights["energy"] * self._pointwise(outputs["energy"] / atoms, batch.energy / atoms)
         if hasattr(batch, "forces") and self.weights["forces"]:
-            terms.append(self.weights["forces"] * self._pointwise(outputs["forces"], batch.forces))
+            terms["forces"] = self.weights["forces"] * self._pointwise(outputs["forces"], batch.forces)
         if "stress" in outputs and hasattr(batch, "stress"):
-            terms.append(self.weights["stress"] * self._pointwise(outputs["stress"], batch.stress))
+            terms["stress"] = self.weights["stress"] * self._pointwise(outputs["stress"], batch.stress)
         if not terms:
             weighted = ", ".join(name for name, weight in self.weights.items() if weight)
             raise ValueError(
                 f"the batch carries no label for any weighted loss term ({weighted}); label the data "
                 "(data.labels, data.energy_key / forces_key / stress_key) or change the loss weights"
             )
-        return torch.stack(terms).sum()
+        return terms
 
     def training_step(self, batch, batch_idx: int) -> torch.Tensor:
         batch = self._in_model_dtype(batch)
-        loss = self._loss(batch, self._predict(batch, use_ema=False))
+        terms = self._loss_terms(batch, self._predict(batch, use_ema=False))
+        self.check_loss_terms(terms, batch_idx)
+        loss = torch.stack(list(terms.values())).sum()
         self.log("train/loss", loss, prog_bar=True, batch_size=batch.num_graphs)
         return loss
 
@@ -131,27 +140,60 @@ class PotentialModule(L.LightningModule):
         batch = self._in_model_dtype(batch)
         outputs = self._predict(batch, use_ema=True)
         self.log(f"{prefix}/loss", self._loss(batch, outputs), batch_size=batch.num_graphs, sync_dist=True)
-        for name, value in potential_errors(batch, outputs).items():
-            self.log(
-                f"{prefix}/{name}", value, batch_size=batch.num_graphs, sync_dist=True, prog_bar=name == "force_mae"
-            )
+        self._tables[prefix].update(batch, outputs)
+
+    def _start_table(self, prefix: str) -> None:
+        self._tables[prefix] = ErrorTable()
+
+    def _finish_table(self, prefix: str) -> None:
+        """Log the exact split-wide errors (eV units) and, for ``sciml validate|test``, print the table per
+        config_type and write it as ``<prefix>_errors.csv``/``.json`` into the run directory."""
+        table = self._tables.pop(prefix)
+        table.reduce()
+        rows = table.rows()
+        if not rows:
+            return
+        everything = rows[-1]
+        for name, key in (("energy_mae_per_atom", "energy_mae"), ("energy_rmse_per_atom", "energy_rmse")):
+            if everything[key] == everything[key]:  # not NaN: the split has energies
+                self.log(f"{prefix}/{name}", everything[key] / 1000)
+        for name in ("force_mae", "force_rmse", "stress_mae"):
+            if everything[name] == everything[name]:
+                self.log(f"{prefix}/{name}", everything[name] / 1000, prog_bar=name == "force_mae")
+        if self.trainer.state.fn in ("validate", "test") and self.trainer.is_global_zero:
+            print(table.markdown(f"\n{prefix} errors"))
+            for path in table.write(self.trainer.log_dir or self.trainer.default_root_dir, f"{prefix}_errors"):
+                print(f"wrote {path}")
+
+    def on_test_epoch_start(self) -> None:
+        self._start_table("test")
+
+    def on_test_epoch_end(self) -> None:
+        self._finish_table("test")
+
+    def on_validation_epoch_end(self) -> None:
+        self._finish_table("val")
 
     def on_validation_epoch_start(self) -> None:
+        self._start_table("val")
+        self._relevel_energies()
+
+    def _relevel_energies(self) -> None:
         model = self.evaluation_model
         datamodule = getattr(self._trainer, "datamodule", None)
         if (
-            self.ema is None
-            or not self.ema_energy_frames
+            not self.relevel_frames
+            or self.trainer.state.fn != "fit"  # `sciml validate` evaluates the checkpoint as it is
             or self.trainer.sanity_checking
             or not hasattr(model, "energy_reference")
             or not hasattr(datamodule, "dataset")
         ):
             return
-        sample = evenly_spaced(datamodule.dataset("train"), self.ema_energy_frames)
+        sample = evenly_spaced(datamodule.dataset("train"), self.relevel_frames)
         loader = datamodule.loader_class(sample, batch_size=datamodule.eval_batch_size)
         shift = fit_energy_shift(model, loader, lambda batch: self._in_model_dtype(batch.to(self.device)))
         model.energy_reference += shift.to(model.energy_reference)
-        self.log("val/ema_energy_shift", shift.abs().max(), batch_size=1)  # eV per atom of the largest element
+        self.log("val/energy_relevel", shift.abs().max(), batch_size=1)  # eV per atom of the largest element
 
     def validation_step(self, batch, batch_idx: int) -> None:
         self._evaluate(batch, "val")
