@@ -19,6 +19,8 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset, Subset
 
+from sciml.data.stats import energy_reference
+
 
 def evenly_spaced(dataset: Dataset, max_items: int) -> Dataset:
     """At most ``max_items`` items of ``dataset`` at even spacing (all of them when it is smaller)."""
@@ -31,23 +33,20 @@ def evenly_spaced(dataset: Dataset, max_items: int) -> Dataset:
 @torch.no_grad()
 def fit_energy_shift(model: nn.Module, batches: Iterable, prepare: Callable = lambda batch: batch) -> torch.Tensor:
     """Per-element shift (n_species,) in eV, float64, that minimises sum over structures of
-    (E_label - E_model - counts . shift)^2 (minimum norm where compositions do not determine it).
+    (E_label - E_model - counts . shift)^2 (minimum norm where compositions do not determine it): the same
+    least-squares fit as the data's reference energies (:func:`sciml.data.stats.energy_reference`), on residuals.
 
-    ``model`` maps a batch to ``{"energy": (B,)}`` and has ``atom_types(numbers)`` and an ``energy_reference``
-    buffer (n_species,); ``prepare`` moves each batch to the model's device and dtype. Batches without
-    energy labels are skipped; with none at all the shift is zero.
+    ``model`` maps a batch to ``{"energy": (B,)}`` and has ``species`` (atomic numbers, aligned with its
+    ``energy_reference`` buffer); ``prepare`` moves each batch to the model's device and dtype. Batches
+    without energy labels are skipped; with none at all the shift is zero.
     """
-    n_species = model.energy_reference.shape[0]
-    rows, residuals = [], []
+    numbers, residuals = [], []
     for batch in batches:
         batch = prepare(batch)
         if not hasattr(batch, "energy"):
             continue
-        counts = torch.zeros(batch.num_graphs, n_species, dtype=torch.float64, device=batch.pos.device)
-        counts.index_put_((batch.batch, model.atom_types(batch.numbers)), counts.new_ones(()), accumulate=True)
-        rows.append(counts.cpu())
-        residuals.append((batch.energy - model(batch)["energy"]).double().cpu())
-    if not rows:
-        return torch.zeros(n_species, dtype=torch.float64)
-    solution = torch.linalg.lstsq(torch.cat(rows), torch.cat(residuals)[:, None], driver="gelsd").solution
-    return solution[:, 0]
+        residuals += (batch.energy - model(batch)["energy"]).double().cpu().tolist()
+        numbers += [z.numpy() for z in torch.split(batch.numbers.cpu(), batch.natoms.cpu().tolist())]
+    if not numbers:
+        return torch.zeros(len(model.species), dtype=torch.float64)
+    return torch.from_numpy(energy_reference(numbers, residuals, model.species))
