@@ -1,42 +1,34 @@
 """The ``sciml`` command: a LightningCLI with ``fit``/``validate``/``test``/``predict``.
 
 This is the only module that knows about configs. Values that data and model must agree on are linked,
-never typed twice. The links depend on the model family, which is read from the ``model`` class given in
-the configs or on the command line:
+never typed twice. Each class declares the init arguments it takes from the data module, once, in its
+``linked_from_data`` mapping ``{init argument: data-module attribute}``; the CLI reads the classes of the
+parsed ``model`` config (nested ones included) and links accordingly:
 
-- potentials (:class:`~sciml.training.PotentialModule`): ``data.cutoff``, ``data.species``,
-  ``data.energy_reference`` and ``data.force_rms`` -> ``model.model.{cutoff, species, energy_reference,
-  energy_scale}`` (computed from the training split when the data module is built);
-- Koopman models (:class:`~sciml.training.KoopmanModule`): ``data.lagtime -> model.lagtime``; on
-  molecular data (:class:`~sciml.data.AtomsDataModule`) also ``data.species``, ``data.cutoff`` ->
-  ``model.encoder_f.{species, cutoff}`` (a :class:`~sciml.koopman.MolecularEncoder`).
+- :class:`~sciml.models.E2Former`: ``data.cutoff``, ``data.species``, ``data.energy_reference`` and
+  ``data.force_rms`` -> ``cutoff``, ``species``, ``energy_reference``, ``energy_scale`` (computed from the
+  training split when the data module is built);
+- :class:`~sciml.training.KoopmanModule`: ``data.lagtime -> lagtime``;
+- :class:`~sciml.koopman.MolecularEncoder`: ``data.species``, ``data.cutoff`` -> ``species``, ``cutoff``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
-import sys
+import io
+import itertools
+import os
+from argparse import Namespace
 
 import lightning as L
-import yaml
-from lightning.pytorch.cli import LightningCLI
-
-POTENTIAL_LINKS = {
-    "cutoff": lambda data: data.cutoff,
-    "species": lambda data: data.species,
-    "energy_reference": lambda data: data.energy_reference,
-    "energy_scale": lambda data: data.force_rms,
-}
-MOLECULAR_ENCODER_LINKS = {"species": lambda data: data.species, "cutoff": lambda data: data.cutoff}
+from jsonargparse._actions import _ActionPrintConfig
+from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
 
 
 class SciMLCLI(LightningCLI):
-    """LightningCLI with sciml's argument links for the model family ``family`` ("potential", "koopman");
-    ``molecular``: the data are atoms (their species and cutoff go into a Koopman model's encoder)."""
-
-    def __init__(self, *args, family: str | None = None, molecular: bool = False, **kwargs) -> None:
-        self.family, self.molecular = family, molecular
-        super().__init__(*args, **kwargs)
+    """LightningCLI that links data-module attributes into the model as its classes declare
+    (``linked_from_data``), and refuses remote checkpoints."""
 
     def _refuse_remote_checkpoint(self) -> None:
         """``--ckpt_path`` must be a local file: Lightning would fetch and unpickle a remote address."""
@@ -46,64 +38,79 @@ class SciMLCLI(LightningCLI):
 
     before_fit = before_validate = before_test = before_predict = _refuse_remote_checkpoint
 
-    def add_arguments_to_parser(self, parser) -> None:
-        if self.family == "potential":
-            for name, compute in POTENTIAL_LINKS.items():
-                parser.link_arguments(
-                    "data", f"model.init_args.model.init_args.{name}", compute_fn=compute, apply_on="instantiate"
-                )
-        elif self.family == "koopman":
-            parser.link_arguments("data.init_args.lagtime", "model.init_args.lagtime", apply_on="instantiate")
-            if self.molecular:
-                for name, compute in MOLECULAR_ENCODER_LINKS.items():
-                    parser.link_arguments(
-                        "data",
-                        f"model.init_args.encoder_f.init_args.{name}",
-                        compute_fn=compute,
-                        apply_on="instantiate",
-                    )
+    def parse_arguments(self, parser, args) -> None:
+        """Parse once without validation to learn the model's classes (from any config source: files, ``-c``,
+        command line, environment), link what they take from the data, then parse for real."""
+        first = _unvalidated_parse(parser, args)
+        subcommand = first.get("subcommand") if first is not None else None
+        if subcommand in getattr(self, "_subcommand_parsers", {}):
+            subparser = self._subcommand_parsers[subcommand]
+            for target, attribute in data_links(first[subcommand].get("model")).items():
+                subparser.link_arguments("data", target, compute_fn=_DataAttribute(attribute), apply_on="instantiate")
+        super().parse_arguments(parser, args)
 
 
-def config_classes(args: list[str]) -> dict[str, str]:
-    """The ``model`` and ``data`` class paths named by ``--config`` (or ``-c``) files or ``--model``/``--data`` in
-    ``args`` (later ones win)."""
-    classes: dict[str, str] = {}
-    for k, arg in enumerate(args):
-        key, _, value = arg.partition("=")
-        if not value and k + 1 < len(args):
-            value = args[k + 1]
-        if key in ("--config", "-c"):
-            try:
-                with open(value) as handle:
-                    config = yaml.safe_load(handle) or {}
-            except (OSError, yaml.YAMLError):
-                continue  # LightningCLI reports unreadable configs itself
-            for section in ("model", "data"):
-                entry = config.get(section) if isinstance(config, dict) else None
-                class_path = entry.get("class_path") if isinstance(entry, dict) else entry
-                if isinstance(class_path, str):
-                    classes[section] = class_path
-        elif key in ("--model", "--model.class_path", "--data", "--data.class_path"):
-            classes[key[2:].split(".")[0]] = value
-    return classes
-
-
-def _family_of(class_path: str | None) -> str | None:
-    """The family ("potential", "koopman" or None) of the model class ``class_path``."""
-    if not class_path or "." not in class_path:
+def _unvalidated_parse(parser, args) -> Namespace | None:
+    """The parsed config without validation, printing or exiting; ``None`` when it does not parse (the real
+    parse then reports the problem, or prints the help)."""
+    try:
+        with (
+            _ActionPrintConfig.skip_print_config(),
+            contextlib.redirect_stdout(io.StringIO()),
+            contextlib.redirect_stderr(io.StringIO()),
+        ):
+            return parser.parse_args(args, _skip_validation=True)
+    except SystemExit:
         return None
-    from sciml.training import KoopmanModule, PotentialModule
 
-    module, _, name = class_path.rpartition(".")
+
+def data_links(config, prefix: str = "model") -> dict[str, str]:
+    """``{config key: data-module attribute}`` for the class of ``config`` (a parsed ``class_path`` /
+    ``init_args`` namespace) and, recursively, for the classes of its init arguments."""
+    if not isinstance(config, Namespace) or not isinstance(getattr(config, "class_path", None), str):
+        return {}
+    module, _, name = config.class_path.rpartition(".")
     try:
         cls = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError):
-        return None
-    if isinstance(cls, type) and issubclass(cls, PotentialModule):
-        return "potential"
-    if isinstance(cls, type) and issubclass(cls, KoopmanModule):
-        return "koopman"
-    return None
+    except (ImportError, AttributeError, ValueError):
+        return {}  # the real parse names the unknown class
+    links = {f"{prefix}.init_args.{arg}": attr for arg, attr in getattr(cls, "linked_from_data", {}).items()}
+    for arg, value in vars(getattr(config, "init_args", None) or Namespace()).items():
+        links.update(data_links(value, f"{prefix}.init_args.{arg}"))
+    return links
+
+
+class _DataAttribute:
+    """``data -> data.<attribute>``, with an error naming both when the data module has no such attribute."""
+
+    def __init__(self, attribute: str) -> None:
+        self.attribute = attribute
+
+    def __call__(self, data):
+        if not hasattr(data, self.attribute):
+            raise ValueError(
+                f"the model takes '{self.attribute}' from the data module, but {type(data).__name__} has none; "
+                "use a data module that provides it (e.g. sciml.data.AtomsDataModule for molecular models)"
+            )
+        return getattr(data, self.attribute)
+
+
+class KeepingSaveConfig(SaveConfigCallback):
+    """Saves the run's config as ``config.yaml`` in the log directory or, when a run there already saved one
+    (the same ``default_root_dir`` without a versioning logger, a resumed run), as ``config.1.yaml``,
+    ``config.2.yaml``, ...: an earlier run's config is never overwritten."""
+
+    def setup(self, trainer, pl_module, stage: str) -> None:
+        if not self.already_saved and self.save_to_log_dir:
+            name = _free_name(trainer.log_dir, self.config_filename) if trainer.is_global_zero else None
+            self.config_filename = trainer.strategy.broadcast(name)
+        super().setup(trainer, pl_module, stage)
+
+
+def _free_name(directory: str | None, filename: str) -> str:
+    stem, suffix = os.path.splitext(filename)
+    candidates = (filename if k == 0 else f"{stem}.{k}{suffix}" for k in itertools.count())
+    return next(c for c in candidates if not os.path.exists(os.path.join(directory or ".", c)))
 
 
 def main(args: list[str] | None = None) -> None:
@@ -113,15 +120,11 @@ def main(args: list[str] | None = None) -> None:
 
 def run(args: list[str] | None = None) -> SciMLCLI:
     """Run the CLI on ``args`` (default: ``sys.argv``) and return it, with its trainer, model and data."""
-    args_list = list(sys.argv[1:] if args is None else args)
-    classes = config_classes(args_list)
     return SciMLCLI(
         L.LightningModule,
         L.LightningDataModule,
         subclass_mode_model=True,
         subclass_mode_data=True,
-        save_config_kwargs={"overwrite": True},
-        family=_family_of(classes.get("model")),
-        molecular=classes.get("data", "").rpartition(".")[2] == "AtomsDataModule",
+        save_config_callback=KeepingSaveConfig,
         args=args,
     )

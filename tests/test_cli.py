@@ -96,3 +96,61 @@ def test_remote_checkpoint_paths_are_refused(monkeypatch, tmp_path):
     monkeypatch.chdir(ROOT)
     with pytest.raises(ValueError, match="'https://example.org/model.ckpt' is a remote address"):
         run(["validate", "-c", "configs/koopman/ou.yaml", "--ckpt_path", "https://example.org/model.ckpt", *TINY[3:]])
+
+
+def test_links_follow_the_parsed_model_classes_not_the_command_line_text(monkeypatch, tmp_path):
+    """The model is given as inline YAML (no class path on the command line to scan): the E2Former inside still
+    gets species, cutoff and the energy reference from the data module."""
+    monkeypatch.chdir(ROOT)
+    model = (
+        "{class_path: sciml.training.PotentialModule, init_args: {model: {class_path: sciml.models.E2Former, "
+        "init_args: {channels: 8, lmax: 1, layers: 1, heads: 2}}}}"
+    )
+    data = "{class_path: sciml.data.AtomsDataModule, init_args: {paths: data/ethanol_gfn2.extxyz, cutoff: 3.5}}"
+    cli = run(["fit", f"--model={model}", f"--data={data}", f"--trainer.default_root_dir={tmp_path}", *TINY])
+    backbone = cli.model.model
+    assert backbone.species == cli.datamodule.species == [1, 6, 8]
+    assert backbone.cutoff == 3.5
+    assert backbone.config["energy_reference"] == cli.datamodule.energy_reference  # (re-levelled during the fit)
+
+
+def test_data_links_are_collected_from_nested_classes():
+    from jsonargparse import Namespace
+
+    from sciml.cli import data_links
+
+    encoder = Namespace(class_path="sciml.koopman.MolecularEncoder", init_args=Namespace(output_dim=3))
+    config = Namespace(
+        class_path="sciml.training.KoopmanModule", init_args=Namespace(encoder_f=encoder, encoder_g=encoder)
+    )
+    assert data_links(config) == {
+        "model.init_args.lagtime": "lagtime",
+        "model.init_args.encoder_f.init_args.species": "species",
+        "model.init_args.encoder_f.init_args.cutoff": "cutoff",
+        "model.init_args.encoder_g.init_args.species": "species",
+        "model.init_args.encoder_g.init_args.cutoff": "cutoff",
+    }
+
+
+def test_a_molecular_encoder_on_array_data_names_the_missing_attribute(monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    encoder = "{class_path: sciml.koopman.MolecularEncoder, init_args: {output_dim: 2}}"
+    with pytest.raises(ValueError, match="takes 'species' from the data module, but ArrayDataModule has none"):
+        run(["fit", "-c", "configs/koopman/ou.yaml", f"--model.init_args.encoder_f={encoder}", *TINY])
+
+
+def test_a_second_run_in_the_same_directory_keeps_the_first_config(monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    for lagtime in (2, 3):
+        run(
+            [
+                "fit",
+                "-c",
+                "configs/koopman/ou.yaml",
+                f"--data.init_args.lagtime={lagtime}",
+                f"--trainer.default_root_dir={tmp_path}",
+                *TINY,
+            ]
+        )
+    assert "lagtime: 2" in (tmp_path / "config.yaml").read_text()
+    assert "lagtime: 3" in (tmp_path / "config.1.yaml").read_text()

@@ -3,6 +3,8 @@ models of molecular trajectories (same kernels as the potentials)."""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import torch
 from torch import nn
 
@@ -25,6 +27,8 @@ class MolecularEncoder(nn.Module):
             of a chiral centre are directly available).
         hidden: widths of the MLP head. pooling: ``"mean"`` or ``"sum"`` over the atoms of a structure.
     """
+
+    linked_from_data: ClassVar[dict[str, str]] = {"species": "species", "cutoff": "cutoff"}  # by ``sciml fit``
 
     @records_config
     def __init__(

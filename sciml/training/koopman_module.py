@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import lightning as L
 import torch
 from lightning.pytorch.cli import OptimizerCallable
@@ -33,6 +35,8 @@ class KoopmanModule(FiniteTraining, L.LightningModule):
 
     Logged: ``train/loss``, ``val/loss``, ``test/loss``.
     """
+
+    linked_from_data: ClassVar[dict[str, str]] = {"lagtime": "lagtime"}  # by ``sciml fit``
 
     def __init__(
         self,

@@ -5,6 +5,8 @@ Forces and stress come from :class:`sciml.nn.forces.ForceStressOutput` around it
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import torch
 from torch import nn
 
@@ -124,6 +126,13 @@ class E2Former(nn.Module):
         self.force_head = nn.Linear(channels, 1, bias=False) if direct_force_head else None
 
     IDENTITY_BUFFERS = ("species_numbers", "cutoff_radius", "energy_scale_value")
+    # init argument -> attribute of the data module that supplies it (``sciml fit`` links them)
+    linked_from_data: ClassVar[dict[str, str]] = {
+        "cutoff": "cutoff",
+        "species": "species",
+        "energy_reference": "energy_reference",
+        "energy_scale": "force_rms",
+    }
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, *args) -> None:
         check_identity_buffers(self, state_dict, prefix, self.IDENTITY_BUFFERS)
