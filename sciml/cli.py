@@ -19,6 +19,7 @@ import importlib
 import io
 import itertools
 import os
+import sys
 from argparse import Namespace
 
 import lightning as L
@@ -113,8 +114,15 @@ def _free_name(directory: str | None, filename: str) -> str:
     return next(c for c in candidates if not os.path.exists(os.path.join(directory or ".", c)))
 
 
+COMMANDS = {"data": "sciml.commands.data"}  # subcommands that are not Lightning runs
+
+
 def main(args: list[str] | None = None) -> None:
-    """Entry point of ``sciml`` and ``python -m sciml``."""
+    """Entry point of ``sciml`` and ``python -m sciml``: ``sciml data ...`` or a Lightning run."""
+    args_list = list(sys.argv[1:] if args is None else args)
+    if args_list and args_list[0] in COMMANDS:
+        importlib.import_module(COMMANDS[args_list[0]]).main(args_list[1:])
+        return
     run(args)
 
 
@@ -126,5 +134,6 @@ def run(args: list[str] | None = None) -> SciMLCLI:
         subclass_mode_model=True,
         subclass_mode_data=True,
         save_config_callback=KeepingSaveConfig,
+        parser_kwargs={"epilog": "Also: sciml data prepare --help (frame stores for data larger than memory)."},
         args=args,
     )

@@ -4,25 +4,18 @@ from __future__ import annotations
 
 from functools import cached_property
 
-import numpy as np
 import torch
-from ase.data import atomic_numbers
 from torch_geometric.loader import DataLoader
 
 from sciml.data.datasets import FrameGraphs
 from sciml.data.errors import DataError
-from sciml.data.labels import LabelKeys, read_frame
+from sciml.data.frame_store import FrameStore
+from sciml.data.labels import LabelKeys, atomic_numbers_of, read_frame
+from sciml.data.memory_frames import MemoryFrames
 from sciml.data.readers import read_trajectories
 from sciml.data.split_datamodule import SplitDataModule
-from sciml.data.splits import Segment, check_lagtime, check_split_mode, frame_index, pair_index, split_segments
-from sciml.data.stats import (
-    ISOLATED_ATOM,
-    check_reference,
-    energy_reference,
-    force_rms,
-    isolated_atom_energies,
-    mapped_reference,
-)
+from sciml.data.splits import Segment, check_split_mode, frame_index, pair_index
+from sciml.data.stats import check_reference
 
 
 class AtomsDataModule(SplitDataModule):
@@ -31,7 +24,10 @@ class AtomsDataModule(SplitDataModule):
     Args:
         paths: a ``.traj``/extxyz/``.db`` file, a folder of them, or a list of either, dealt to the splits by
             ``split``. Or, instead, ``train_paths`` / ``val_paths`` / ``test_paths``: explicit splits, each
-            file whole in the split it is named for (the three files most datasets ship as).
+            file whole in the split it is named for (the three files most datasets ship as). Or ``prepared``:
+            an HDF5 frame store written by ``sciml data prepare`` (:mod:`sciml.data.frame_store`), streamed
+            from disk frame by frame for data larger than memory; its split and training statistics are the
+            stored ones (``split``, ``split_mode`` and the label keys were applied when it was prepared).
         cutoff: neighbour-list radius (Å), linked into the model.
         lagtime: ``None`` for labelled frames; else the lag in frames, pairs never cross trajectories.
         species: elements the model knows (symbols or numbers); default: those in the data.
@@ -79,14 +75,20 @@ class AtomsDataModule(SplitDataModule):
         test_paths: str | list[str] | None = None,
         split_mode: str = "auto",
         energy_reference: str | dict[str, float] = "least_squares",
+        prepared: str | None = None,
     ) -> None:
         super().__init__()
         explicit = {"train": train_paths, "val": val_paths, "test": test_paths}
-        if paths is not None and any(v is not None for v in explicit.values()):
-            raise DataError("give either data.paths (with split) or data.train_paths/val_paths/test_paths, not both")
-        if paths is None and train_paths is None:
-            raise DataError("data needs paths (dealt to the splits by split) or train_paths (explicit splits)")
-        self.explicit = explicit if paths is None else None
+        given = [paths is not None, any(v is not None for v in explicit.values()), prepared is not None]
+        if sum(given) != 1 or (given[1] and train_paths is None):
+            raise DataError(
+                "data needs exactly one of: paths (dealt to the splits by split), train_paths (with val_paths, "
+                "test_paths: explicit splits) or prepared (a store written by `sciml data prepare`)"
+            )
+        if prepared is not None and any(k is not None for k in (energy_key, forces_key, stress_key)):
+            raise DataError("energy_key/forces_key/stress_key are read by `sciml data prepare`, not with data.prepared")
+        self.explicit = explicit if given[1] else None
+        self.prepared = prepared
         self.split_mode = check_split_mode(split_mode, lagtime)
         self.reference = check_reference(energy_reference)
         if dtype not in ("float32", "float64"):
@@ -103,99 +105,59 @@ class AtomsDataModule(SplitDataModule):
         self.keys = LabelKeys(energy_key, forces_key, stress_key)
         self.required = labels if labels is not None else (["energy", "forces"] if lagtime is None else [])
         self.split = split
-        self._species_arg = [_atomic_number(s) for s in species] if species else None
+        self._species_arg = atomic_numbers_of(species) if species else None
 
-    # --- loading (lazy: the CLI links species / energy reference before Lightning calls setup) ---
+    # --- frames (read lazily: the CLI links species / energy reference before Lightning calls setup) ---
     @cached_property
-    def _loaded(self) -> tuple[list[str], list[list[dict[str, np.ndarray]]], list[int], list[tuple]]:
-        trajectories = read_trajectories(self.paths) if self.explicit is None else self._explicit_trajectories
-        species = self._species_arg or sorted({int(z) for t in trajectories for a in t.frames for z in a.numbers})
-        records = [
-            [
-                read_frame(a, t.source, f, species, self.keys, [] if _is_isolated(a) else self.required)
-                for f, a in enumerate(t.frames)
-            ]
-            for t in trajectories
-        ]
-        isolated_atoms = [
-            (t.source, f, r)
-            for t, frames in zip(trajectories, records, strict=True)
-            for f, r in enumerate(frames)
-            if r.get("config_type") == ISOLATED_ATOM
-        ]
-        if isolated_atoms:  # never in a split (MACE's convention); a trajectory may be left with no frames
-            records = [[r for r in frames if r.get("config_type") != ISOLATED_ATOM] for frames in records]
-        sources = [t.source for t in trajectories]
-        if self.lagtime is not None:
-            check_lagtime([len(r) for r in records], self.lagtime, sources)
-        return sources, records, species, isolated_atoms
+    def frames(self) -> MemoryFrames | FrameStore:
+        """The frame source: files read into memory, or the prepared store streamed from disk."""
+        if self.prepared is not None:
+            return FrameStore(self.prepared, self._species_arg, self.required, self.lagtime)
+        return MemoryFrames(
+            self.paths,
+            self.explicit,
+            self._species_arg,
+            self.keys,
+            self.required,
+            self.lagtime,
+            self.split,
+            self.seed,
+            self.split_mode,
+        )
 
     @property
     def sources(self) -> list[str]:
-        return self._loaded[0]
+        return self.frames.sources
 
     @property
-    def records(self) -> list[list[dict[str, np.ndarray]]]:
-        return self._loaded[1]
+    def records(self):
+        """``records[trajectory][t]``: validated frames (:func:`~sciml.data.labels.read_frame`)."""
+        return self.frames.records
 
     @property
     def species(self) -> list[int]:
         """Atomic numbers the model must know, sorted."""
-        return list(self._loaded[2])
-
-    @cached_property
-    def _explicit_groups(self) -> dict[str, list]:
-        return {name: read_trajectories(p) if p is not None else [] for name, p in self.explicit.items()}
+        return list(self.frames.species)
 
     @property
-    def _explicit_trajectories(self) -> list:
-        return [t for group in self._explicit_groups.values() for t in group]
-
-    @cached_property
     def segments(self):
-        if self.explicit is None:
-            return split_segments([len(r) for r in self.records], self.split, self.seed, self.split_mode)
-        segments, first = {}, 0
-        for name, group in self._explicit_groups.items():
-            segments[name] = [Segment(first + k, 0, len(self.records[first + k])) for k in range(len(group))]
-            first += len(group)
-        return segments
+        return self.frames.segments
 
     @property
     def split_record(self) -> dict:
         """Which trajectory ranges went where, with the seed: enough to reproduce the split."""
-        return {
-            "seed": self.seed,
-            "mode": self.split_mode if self.explicit is None else "explicit files",
-            **{
-                name: [(self.sources[s.trajectory], s.start, s.stop) for s in segs]
-                for name, segs in self.segments.items()
-            },
-        }
-
-    def _train_frames(self) -> list[dict[str, np.ndarray]]:
-        return [self.records[t][i] for t, i in frame_index(self.segments["train"]).tolist()]
+        return self.frames.split_record
 
     @cached_property
     def energy_reference(self) -> list[float]:
         """Per-element energies (eV), aligned with ``species``: given, from isolated atoms, or fitted to the
         training split (``energy_reference`` argument)."""
-        if isinstance(self.reference, dict):
-            return mapped_reference(self.reference, self.species, "the mapping")
-        if self.reference == "isolated_atoms":
-            sources = sorted({source for source, _, _ in self._loaded[3]}) or "no file"
-            found = isolated_atom_energies(self._loaded[3])
-            return mapped_reference(found, self.species, f"config_type '{ISOLATED_ATOM}' frames in {sources}")
-        frames = [r for r in self._train_frames() if "energy" in r]
-        if not frames:
-            return [0.0] * len(self.species)
-        fit = energy_reference([r["numbers"] for r in frames], [float(r["energy"]) for r in frames], self.species)
-        return fit.tolist()
+        return self.frames.reference_energies(self.reference)
 
-    @cached_property
+    @property
     def force_rms(self) -> float:
         """RMS force component (eV/Å) on the training split."""
-        return force_rms([r["forces"] for r in self._train_frames() if "forces" in r])
+        return self.frames.force_rms
 
     # --- datasets (the dataloaders come from SplitDataModule) ---
     def dataset(self, name: str) -> FrameGraphs:
@@ -224,16 +186,3 @@ class AtomsDataModule(SplitDataModule):
             "energy_reference": self.energy_reference,
             "force_rms": self.force_rms,
         }
-
-
-def _atomic_number(value: str | int) -> int:
-    if isinstance(value, int):
-        return value
-    if value not in atomic_numbers:
-        raise DataError(f"unknown element symbol '{value}' in data.species")
-    return atomic_numbers[value]
-
-
-def _is_isolated(atoms) -> bool:
-    """An isolated-atom frame is reference data, not training data: it needs no force label."""
-    return atoms.info.get("config_type") == ISOLATED_ATOM

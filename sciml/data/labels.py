@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import ase
 import numpy as np
-from ase.data import chemical_symbols
+from ase.data import atomic_numbers, chemical_symbols
 from ase.stress import voigt_6_to_full_3x3_stress
 
 from sciml.data.errors import DataError, where
@@ -111,3 +111,13 @@ def _finite(value: np.ndarray, source: str, frame: int, field: str) -> np.ndarra
     if not np.all(np.isfinite(value)):
         raise DataError(f"{where(source, frame, field)}: contains NaN or inf")
     return value
+
+
+def atomic_numbers_of(elements: Sequence[str | int]) -> list[int]:
+    """Element symbols or atomic numbers -> atomic numbers (``data.species``)."""
+    numbers = []
+    for value in elements:
+        if not isinstance(value, int) and value not in atomic_numbers:
+            raise DataError(f"unknown element symbol '{value}' in data.species")
+        numbers.append(value if isinstance(value, int) else atomic_numbers[value])
+    return numbers

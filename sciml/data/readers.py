@@ -6,7 +6,7 @@ One file is one trajectory, frames in file order; an ASE database whose rows car
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,13 +65,46 @@ def read_trajectories(paths: str | Path | Sequence[str | Path]) -> list[Trajecto
     return trajectories
 
 
-def _read_file(path: Path) -> list[Trajectory]:
-    try:
+def stream_trajectories(paths: str | Path | Sequence[str | Path]) -> Iterator[tuple[str, Iterator[ase.Atoms]]]:
+    """``(source, frames)`` per trajectory under ``paths``, as :func:`read_trajectories` finds them, but the
+    frames of ``.traj`` and extxyz files are read one at a time (memory stays bounded by one frame); a
+    database is read whole. Errors name the file (and the last frame read)."""
+    for path in expand_paths(paths):
         if path.suffix == ".db":
-            return _read_database(path)
-        frames = ase.io.read(path, index=":")
+            for trajectory in _read_database_checked(path):
+                yield trajectory.source, iter(trajectory.frames)
+        else:
+            yield str(path), _stream_file(path)
+
+
+def _stream_file(path: Path) -> Iterator[ase.Atoms]:
+    count = 0
+    try:
+        for atoms in ase.io.iread(path, index=":"):
+            count += 1
+            yield atoms
+    except Exception as error:  # ASE raises many types for corrupt or truncated files
+        raise DataError(
+            f"file '{path}' could not be read after {count} frame(s) ({type(error).__name__}: {error})"
+        ) from error
+    if count == 0:
+        raise DataError(f"file '{path}' holds no frames")
+
+
+def _read_database_checked(path: Path) -> list[Trajectory]:
+    try:
+        return _read_database(path)
     except DataError:
         raise
+    except Exception as error:
+        raise DataError(f"file '{path}' could not be read ({type(error).__name__}: {error})") from error
+
+
+def _read_file(path: Path) -> list[Trajectory]:
+    if path.suffix == ".db":
+        return _read_database_checked(path)
+    try:
+        frames = ase.io.read(path, index=":")
     except Exception as error:  # ASE raises many types for corrupt or truncated files
         raise DataError(f"file '{path}' could not be read ({type(error).__name__}: {error})") from error
     if not frames:

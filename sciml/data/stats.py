@@ -31,6 +31,12 @@ def energy_reference(numbers: Sequence[np.ndarray], energies: Sequence[float], s
     counts = np.zeros((len(energies), len(species)))
     for row, z in enumerate(numbers):
         np.add.at(counts[row], [column[int(v)] for v in z], 1.0)
+    return energy_reference_from_counts(counts, energies)
+
+
+def energy_reference_from_counts(counts: np.ndarray, energies: Sequence[float]) -> np.ndarray:
+    """The same fit from element counts: ``counts (F, S)`` atoms of each species per frame, ``energies (F,)``
+    in eV -> ``(S,)`` minimum-norm least-squares energies per element."""
     solution, *_ = np.linalg.lstsq(counts, np.asarray(energies, dtype=float), rcond=None)
     return solution
 

@@ -136,10 +136,12 @@ def test_explicit_train_val_test_files(tmp_path, cu_frames, molecule_frames):
 def test_explicit_and_dealt_splits_exclude_each_other(tmp_path, cu_frames):
     ase.io.write(tmp_path / "cu.traj", cu_frames)
     path = str(tmp_path / "cu.traj")
-    with pytest.raises(DataError, match="not both"):
+    with pytest.raises(DataError, match="exactly one of: paths"):
         AtomsDataModule(paths=path, train_paths=path, cutoff=3.0)
-    with pytest.raises(DataError, match="needs paths"):
+    with pytest.raises(DataError, match="exactly one of: paths"):
         AtomsDataModule(val_paths=path, cutoff=3.0)
+    with pytest.raises(DataError, match="exactly one of: paths"):
+        AtomsDataModule(paths=path, prepared=str(tmp_path / "cu.h5"), cutoff=3.0)
 
 
 def fitted_reference(data: AtomsDataModule) -> list[float]:
