@@ -114,7 +114,8 @@ def _free_name(directory: str | None, filename: str) -> str:
     return next(c for c in candidates if not os.path.exists(os.path.join(directory or ".", c)))
 
 
-COMMANDS = {"data": "sciml.commands.data"}  # subcommands that are not Lightning runs
+# subcommands that are not Lightning runs
+COMMANDS = {"data": "sciml.commands.data", "md": "sciml.commands.md", "serve": "sciml.commands.serve"}
 
 
 def main(args: list[str] | None = None) -> None:
@@ -134,6 +135,9 @@ def run(args: list[str] | None = None) -> SciMLCLI:
         subclass_mode_model=True,
         subclass_mode_data=True,
         save_config_callback=KeepingSaveConfig,
-        parser_kwargs={"epilog": "Also: sciml data prepare --help (frame stores for data larger than memory)."},
+        parser_kwargs={
+            "epilog": "Also: sciml md --help (molecular dynamics), sciml serve --help (i-PI client), "
+            "sciml data prepare --help (frame stores for data larger than memory)."
+        },
         args=args,
     )

@@ -58,7 +58,7 @@ def git_status() -> str:
 
 
 def test_fit_predict_and_md_write_only_into_their_run_directory(tmp_path, monkeypatch):
-    """From the repository root: `sciml fit`, `sciml predict` and scripts/run_md.py leave `git status`
+    """From the repository root: `sciml fit`, `sciml predict` and `sciml md` leave `git status`
     unchanged (outputs go into the run directory), and a second predict refuses to overwrite."""
     if not (ROOT / ".git").exists():
         pytest.skip("not a git checkout")
@@ -77,7 +77,7 @@ def test_fit_predict_and_md_write_only_into_their_run_directory(tmp_path, monkey
     assert (tmp_path / "predictions.extxyz").exists()
     with pytest.raises(FileExistsError, match="predictions.extxyz' already exists"):
         run([*predict, "--trainer.enable_progress_bar=false"])
-    md = [sys.executable, "scripts/run_md.py", "--checkpoint", str(checkpoint), "--structure"]
+    md = [sys.executable, "-m", "sciml", "md", "--checkpoint", str(checkpoint), "--structure"]
     md += ["data/ethanol_gfn2.extxyz", "--steps", "20", "--dtype", "float32"]
     result = subprocess.run(md, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from array import array
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+import ase
 import h5py
 import numpy as np
 
@@ -55,14 +56,39 @@ def prepare_frame_store(
     explicit = {"train": train_paths, "val": val_paths, "test": test_paths}
     if (paths is None) == all(p is None for p in explicit.values()):
         raise DataError("give either paths (with split) or train_paths/val_paths/test_paths")
+    if paths is not None:
+        groups = {"all": stream_trajectories(paths)}
+    else:
+        groups = {name: stream_trajectories(p) for name, p in explicit.items() if p is not None}
+    options = dict(split=split, split_mode=split_mode, seed=seed, species=species, labels=labels, keys=keys)
+    return write_frame_store(output, groups, overwrite=overwrite, buffer_frames=buffer_frames, **options)
+
+
+def write_frame_store(
+    output: str | Path,
+    groups: Mapping[str, Iterable[tuple[str, Iterable[ase.Atoms]]]],
+    split: Sequence[float] = (0.8, 0.1, 0.1),
+    split_mode: str = "auto",
+    seed: int = 0,
+    species: Sequence[int] | None = None,
+    labels: Sequence[str] = ("energy", "forces"),
+    keys: LabelKeys | None = None,
+    overwrite: bool = False,
+    buffer_frames: int = 4096,
+) -> dict:
+    """:func:`prepare_frame_store` from ``(source, frames)`` trajectories (ASE ``Atoms``, e.g. generated on the
+    fly): ``groups`` is ``{"all": trajectories}`` (dealt by ``split``) or ``{"train": ..., "val": ..., "test":
+    ...}`` (explicit splits)."""
+    dealt = list(groups) == ["all"]
+    if not dealt and not set(groups) <= set(SPLITS):
+        raise DataError(f"groups must be {{'all': ...}} or some of {SPLITS}, got {list(groups)}")
     check_split_mode(split_mode, None)
-    groups = [("all", paths)] if paths is not None else [(n, p) for n, p in explicit.items() if p is not None]
     with AtomicOutput(output, overwrite, "--overwrite") as temporary, h5py.File(temporary, "w") as store:
         writer = _StoreWriter(store, species, list(labels), keys or LabelKeys(), buffer_frames)
-        group_sizes = {name: writer.add_trajectories(stream_trajectories(p)) for name, p in groups}
+        group_sizes = {name: writer.add_trajectories(trajectories) for name, trajectories in groups.items()}
         writer.flush()
         lengths = np.diff(writer.frame_start)
-        if paths is not None:
+        if dealt:
             segments = split_segments(lengths.tolist(), split, seed, split_mode)
         else:
             segments, first = {}, 0
@@ -70,7 +96,7 @@ def prepare_frame_store(
                 size = group_sizes.get(name, 0)
                 segments[name] = [Segment(first + k, 0, int(lengths[first + k])) for k in range(size)]
                 first += size
-        writer.finish(segments, split_mode if paths is not None else "explicit files", seed, split)
+        writer.finish(segments, split_mode if dealt else "explicit files", seed, split)
     return {"output": str(output), **writer.summary(segments)}
 
 

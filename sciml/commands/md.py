@@ -1,0 +1,90 @@
+"""``sciml md``: molecular dynamics of a structure with a trained potential (ASE engine).
+
+    sciml md --checkpoint runs/quickstart/.../last.ckpt --structure data/ethanol_gfn2.extxyz \\
+        --ensemble nve --timestep 0.5 --steps 2000 --temperature 300
+
+Writes the trajectory (``--trajectory``, default ``md.traj`` in the checkpoint's run directory) and ASE's
+MD log next to it (``.log``) every ``--log-every`` steps; shows a progress bar with steps/s, ns/day and the
+temperature; prints speed and, for NVE, the energy drift at the end. Ctrl-C stops cleanly (frames kept);
+``--restart`` continues from the trajectory's last frame. See :mod:`sciml.calculators.md`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+from pathlib import Path
+
+import ase.io
+from tqdm import tqdm
+
+from sciml.calculators import SciMLCalculator
+from sciml.calculators.md import ENSEMBLES, MDSettings, energy_drift, run_md
+
+
+def parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="sciml md", description=__doc__.split("\n\n")[0])
+    add = parser.add_argument
+    add("--checkpoint", required=True, help="a sciml fit checkpoint (.ckpt)")
+    add("--structure", required=True, help="any file ASE reads; --index picks the frame")
+    add("--index", type=int, default=0, help="frame of --structure (default 0)")
+    add("--ensemble", default="nve", choices=ENSEMBLES)
+    add("--temperature", type=float, default=300.0, help="K: initial velocities, thermostat")
+    add("--pressure", type=float, default=1.01325, help="bar (npt)")
+    add("--friction", type=float, default=0.01, help="1/fs (nvt-langevin)")
+    add("--timestep", type=float, default=0.5, help="fs")
+    add("--steps", type=int, default=1000, help="steps to run (after a restart: further steps)")
+    add("--trajectory", help="ASE .traj output (default: md.traj in the checkpoint's run directory)")
+    add("--log", help="MD log (default: the trajectory with suffix .log)")
+    add("--log-every", type=int, default=10, help="steps between trajectory frames, log lines, bar updates")
+    add("--restart", action="store_true", help="continue from the trajectory's last frame, appending")
+    add("--overwrite", action="store_true", help="replace an existing trajectory and log")
+    add("--dtype", default="float64", choices=["float32", "float64"])
+    add("--device", default="cpu")
+    add("--skin", type=float, default=0.5, help="neighbour-list skin, Å")
+    add("--seed", type=int, default=0, help="initial velocities and Langevin noise")
+    add("--no-progress", action="store_true", help="no progress bar")
+    return parser
+
+
+def main(args: list[str]) -> dict:
+    options = parser().parse_args(args)
+    settings = MDSettings(options.ensemble, options.timestep, options.steps, options.temperature, options.seed,
+                          options.log_every, options.friction, options.pressure)  # fmt: skip
+    trajectory = Path(options.trajectory or Path(options.checkpoint).resolve().parent.parent / "md.traj")
+    log = Path(options.log) if options.log else trajectory.with_suffix(".log")
+    atoms = ase.io.read(options.structure, index=options.index)
+    atoms.calc = None
+    calculator = SciMLCalculator.from_checkpoint(options.checkpoint, options.device, options.dtype, options.skin)
+    bar = tqdm(total=options.steps, unit="step", disable=options.no_progress, dynamic_ncols=True)
+    first = {}
+
+    def progress(state: dict) -> None:
+        first.setdefault("step", state["step"])
+        bar.n = state["step"] - first["step"]
+        ns_per_day = state["steps_per_s"] * options.timestep * 86400 / 1e6
+        bar.set_postfix_str(
+            f"{state['steps_per_s']:.1f} steps/s, {ns_per_day:.3f} ns/day, T {state['temperature']:.0f} K"
+        )
+
+    previous = signal.signal(signal.SIGTERM, _interrupt)  # stop like Ctrl-C: frames written so far are kept
+    try:
+        result = run_md(atoms, calculator, settings, trajectory, log, options.overwrite, options.restart, progress)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        bar.close()
+    last = result["first_step"] + result["steps_run"]
+    print(f"{len(atoms)} atoms, {result['steps_run']} steps of {options.timestep} fs ({options.ensemble}, "
+          f"{options.dtype}): {result['steps_per_second']:.1f} steps/s, {result['ns_per_day']:.3f} ns/day, "
+          f"{calculator.rebuilds} neighbour-list builds -> {trajectory} (step {last})")  # fmt: skip
+    if result["stopped"] != "finished":
+        print(f"stopped early at step {last}; continue with --restart")
+    if options.ensemble == "nve" and len(result["times_ps"]) > 2:
+        slope, excursion = energy_drift(result["times_ps"], result["total_energy"], len(atoms))
+        result["drift"], result["excursion"] = slope, excursion
+        print(f"energy drift {slope:.3e} eV/atom/ps, largest excursion {excursion:.3e} eV/atom")
+    return result
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt

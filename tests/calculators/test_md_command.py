@@ -1,0 +1,76 @@
+"""`sciml md`: NVE, Langevin and NPT runs, outputs refused or continued, clean stops, exact restarts."""
+
+from __future__ import annotations
+
+import ase.io
+import numpy as np
+import pytest
+from ase.build import molecule
+
+from sciml.calculators import SciMLCalculator
+from sciml.calculators.md import MDSettings, run_md
+from sciml.cli import main
+
+ETHANOL = "data/ethanol_gfn2.extxyz"
+
+
+@pytest.fixture
+def md_args(quickstart_run, tmp_path, monkeypatch):
+    from tests.conftest import ROOT
+
+    monkeypatch.chdir(ROOT)
+    _, checkpoint = quickstart_run
+    trajectory = tmp_path / "md.traj"
+    return ["md", "--checkpoint", str(checkpoint), "--structure", ETHANOL, "--trajectory", str(trajectory),
+            "--log-every", "5", "--no-progress"]  # fmt: skip
+
+
+def test_nve_writes_trajectory_and_log_refuses_to_overwrite_and_restarts_exactly(md_args, tmp_path, capsys):
+    main([*md_args, "--steps", "20"])
+    out = capsys.readouterr().out
+    assert "steps/s" in out and "ns/day" in out and "energy drift" in out
+    frames = ase.io.read(tmp_path / "md.traj", index=":")
+    assert [f.info["md_step"] for f in frames] == [0, 5, 10, 15, 20]
+    log = (tmp_path / "md.log").read_text().splitlines()
+    assert log[0].split()[:2] == ["Time[ps]", "Etot/N[eV]"] and len(log) == 6
+    with pytest.raises(FileExistsError, match="md.traj' already exists"):
+        main([*md_args, "--steps", "20"])
+    main([*md_args, "--steps", "20", "--restart"])
+    continued = ase.io.read(tmp_path / "md.traj", index=":")
+    assert [f.info["md_step"] for f in continued] == [0, 5, 10, 15, 20, 25, 30, 35, 40]
+    main([*md_args[:-5], "--trajectory", str(tmp_path / "straight.traj"), "--log-every", "5", "--no-progress",
+          "--steps", "40"])  # fmt: skip
+    straight = ase.io.read(tmp_path / "straight.traj", index=-1)
+    assert np.abs(straight.positions - continued[-1].positions).max() < 1e-10  # velocity Verlet, float64
+    assert len((tmp_path / "md.log").read_text().splitlines()) == 11  # appended
+
+
+def test_a_stopped_run_keeps_its_frames(quickstart_run, tmp_path):
+    _, checkpoint = quickstart_run
+    atoms = ase.io.read(ETHANOL)
+    calculator = SciMLCalculator.from_checkpoint(checkpoint, dtype="float64")
+
+    def stop_at_ten(state):
+        if state["step"] == 10:
+            raise KeyboardInterrupt
+
+    settings = MDSettings("nvt-langevin", steps=100, interval=5)
+    result = run_md(atoms, calculator, settings, tmp_path / "md.traj", on_record=stop_at_ten)
+    assert result["stopped"] == "interrupted"
+    assert [f.info["md_step"] for f in ase.io.read(tmp_path / "md.traj", index=":")] == [0, 5, 10]
+    assert not list(tmp_path.glob(".*partial*"))
+
+
+def test_npt_changes_the_volume_of_a_periodic_box_and_needs_one(quickstart_run, tmp_path):
+    _, checkpoint = quickstart_run
+    calculator = SciMLCalculator.from_checkpoint(checkpoint, dtype="float64")
+    box = molecule("CH3CH2OH")
+    box.center(vacuum=2.5)
+    box.pbc = True
+    start = box.get_volume()
+    run_md(box, calculator, MDSettings("npt", steps=30, timestep=0.5, pressure=1e4, pdamp=20.0))
+    assert box.get_volume() != pytest.approx(start, rel=1e-6) and np.isfinite(box.get_volume())
+    with pytest.raises(ValueError, match="npt needs a cell periodic in all three directions"):
+        run_md(ase.io.read(ETHANOL), calculator, MDSettings("npt", steps=1))
+    with pytest.raises(ValueError, match="unknown ensemble 'nvt'"):
+        MDSettings("nvt")
