@@ -1,0 +1,1 @@
+"""Bridges from sciml potentials to MD engines driven from Python (LAMMPS through ``fix external``)."""
