@@ -24,7 +24,7 @@ from sciml.data.frame_store import FORMAT, VERSION
 from sciml.data.labels import LABELS, LabelKeys, read_frame
 from sciml.data.readers import stream_trajectories
 from sciml.data.splits import SPLITS, Segment, check_split_mode, frame_index, split_segments
-from sciml.data.stats import ISOLATED_ATOM, energy_reference_from_counts
+from sciml.data.stats import ISOLATED_ATOM, energy_reference_from_counts, isolated_atom_energies
 
 Paths = str | list[str] | None
 SHAPES = {"positions": (3,), "numbers": (), "forces": (3,), "cell": (3, 3), "pbc": (3,), "energy": (),
@@ -112,7 +112,7 @@ class _StoreWriter:
         self.compositions: dict[tuple, int] = {}
         self.composition, self.energies, self.force_squares = array("i"), array("d"), array("d")
         self.config_types = {"": 0}
-        self.isolated: list[tuple[str, int, int, float]] = []
+        self.isolated: list[tuple[str, int, dict]] = []  # (source, frame, record) of single-atom references
 
     def add_trajectories(self, trajectories: Iterable) -> int:
         count = 0
@@ -126,11 +126,7 @@ class _StoreWriter:
 
     def _add_frame(self, atoms, source: str, f: int) -> None:
         if atoms.info.get("config_type") == ISOLATED_ATOM:
-            record = read_frame(atoms, source, f, self.species, self.keys)
-            if len(record["numbers"]) != 1 or "energy" not in record:
-                raise DataError(f"file '{source}', frame {f}: a config_type '{ISOLATED_ATOM}' frame must hold one "
-                                f"atom and its energy (it has {len(record['numbers'])} atoms)")  # fmt: skip
-            self.isolated.append((source, f, int(record["numbers"][0]), float(record["energy"])))
+            self.isolated.append((source, f, read_frame(atoms, source, f, self.species, self.keys)))
             return
         record = read_frame(atoms, source, f, self.species, self.keys, self.required)
         self.label_frames.update(label for label in LABELS if label in record)
@@ -201,7 +197,8 @@ class _StoreWriter:
         for name in SPLITS:
             s[f"split/{name}"] = np.asarray(segments[name], dtype=np.int64).reshape(-1, 3)
         s["statistics/least_squares_reference"] = self._least_squares(train_frames, species)
-        s["statistics/isolated_atoms"] = np.asarray([(z, e) for _, _, z, e in self.isolated]).reshape(-1, 2)
+        isolated = isolated_atom_energies(self.isolated)  # checked: one atom and its energy each
+        s["statistics/isolated_atoms"] = np.asarray(list(isolated.items()), dtype=np.float64).reshape(-1, 2)
 
     @property
     def frame_start_array(self) -> np.ndarray:
