@@ -15,19 +15,16 @@ import argparse
 import signal
 from pathlib import Path
 
-import ase.io
 from tqdm import tqdm
 
-from sciml.calculators import SciMLCalculator
 from sciml.calculators.md import ENSEMBLES, MDSettings, energy_drift, run_md
+from sciml.commands.potential_options import add_potential_arguments, structure_and_calculator
 
 
 def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sciml md", description=__doc__.split("\n\n")[0])
+    add_potential_arguments(parser, "any file ASE reads; --index picks the frame")
     add = parser.add_argument
-    add("--checkpoint", required=True, help="a sciml fit checkpoint (.ckpt)")
-    add("--structure", required=True, help="any file ASE reads; --index picks the frame")
-    add("--index", type=int, default=0, help="frame of --structure (default 0)")
     add("--ensemble", default="nve", choices=ENSEMBLES)
     add("--temperature", type=float, default=300.0, help="K: initial velocities, thermostat")
     add("--pressure", type=float, default=1.01325, help="bar (npt)")
@@ -39,9 +36,6 @@ def parser() -> argparse.ArgumentParser:
     add("--log-every", type=int, default=10, help="steps between trajectory frames, log lines, bar updates")
     add("--restart", action="store_true", help="continue from the trajectory's last frame, appending")
     add("--overwrite", action="store_true", help="replace an existing trajectory and log")
-    add("--dtype", default="float64", choices=["float32", "float64"])
-    add("--device", default="cpu")
-    add("--skin", type=float, default=0.5, help="neighbour-list skin, Å")
     add("--seed", type=int, default=0, help="initial velocities and Langevin noise")
     add("--no-progress", action="store_true", help="no progress bar")
     return parser
@@ -53,9 +47,7 @@ def main(args: list[str]) -> dict:
                           options.log_every, options.friction, options.pressure)  # fmt: skip
     trajectory = Path(options.trajectory or Path(options.checkpoint).resolve().parent.parent / "md.traj")
     log = Path(options.log) if options.log else trajectory.with_suffix(".log")
-    atoms = ase.io.read(options.structure, index=options.index)
-    atoms.calc = None
-    calculator = SciMLCalculator.from_checkpoint(options.checkpoint, options.device, options.dtype, options.skin)
+    atoms, calculator = structure_and_calculator(options)
     bar = tqdm(total=options.steps, unit="step", disable=options.no_progress, dynamic_ncols=True)
     first = {}
 

@@ -17,23 +17,16 @@ import argparse
 import socket
 import time
 
-import ase.io
 from ase.calculators.socketio import SocketClient
 
-from sciml.calculators import SciMLCalculator
+from sciml.commands.potential_options import add_potential_arguments, structure_and_calculator
 
 
 def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sciml serve", description=__doc__.split("\n\n")[0])
-    add = parser.add_argument
-    add("--checkpoint", required=True, help="a sciml fit checkpoint (.ckpt)")
-    add("--structure", required=True, help="elements in i-PI's atom order (any file ASE reads)")
-    add("--index", type=int, default=0, help="frame of --structure")
-    add("--ipi", required=True, help="unix:NAME (socket /tmp/ipi_NAME) or HOST:PORT")
-    add("--wait", type=float, default=60.0, help="seconds to wait for the server's socket")
-    add("--dtype", default="float64", choices=["float32", "float64"])
-    add("--device", default="cpu")
-    add("--skin", type=float, default=0.5, help="neighbour-list skin, Å")
+    add_potential_arguments(parser, "elements in i-PI's atom order (any file ASE reads)")
+    parser.add_argument("--ipi", required=True, help="unix:NAME (socket /tmp/ipi_NAME) or HOST:PORT")
+    parser.add_argument("--wait", type=float, default=60.0, help="seconds to wait for the server's socket")
     return parser
 
 
@@ -59,8 +52,7 @@ def connect(address: str, wait: float) -> SocketClient:
 
 def main(args: list[str]) -> None:
     options = parser().parse_args(args)
-    atoms = ase.io.read(options.structure, index=options.index)
-    atoms.calc = SciMLCalculator.from_checkpoint(options.checkpoint, options.device, options.dtype, options.skin)
+    atoms, atoms.calc = structure_and_calculator(options)
     client = connect(options.ipi, options.wait)
     print(f"sciml serve: {len(atoms)} atoms, connected to i-PI at {options.ipi}", flush=True)
     try:
