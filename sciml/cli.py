@@ -115,7 +115,12 @@ def _free_name(directory: str | None, filename: str) -> str:
 
 
 # subcommands that are not Lightning runs
-COMMANDS = {"data": "sciml.commands.data", "md": "sciml.commands.md", "serve": "sciml.commands.serve"}
+COMMANDS = {
+    "data": "sciml.commands.data",
+    "export": "sciml.commands.export",
+    "md": "sciml.commands.md",
+    "serve": "sciml.commands.serve",
+}
 
 
 def main(args: list[str] | None = None) -> None:

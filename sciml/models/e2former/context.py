@@ -44,7 +44,7 @@ def local_frames(positions: torch.Tensor, structure: torch.Tensor, n_structures:
         strides = torch.stack([counts[:, 1] * counts[:, 2], counts[:, 2], torch.ones_like(counts[:, 0])], dim=1)
         first = torch.cumsum(counts.prod(dim=1), 0) - counts.prod(dim=1)  # first cell id of each structure
         cell = first[structure] + (cell3 * strides[structure]).sum(dim=1)
-    return cell, origin
+    return cell, origin.detach()  # detach as well: a trace (``sciml export``) does not record no_grad
 
 
 def unique_rows(key: torch.Tensor) -> tuple[int, torch.Tensor, torch.Tensor]:
@@ -60,7 +60,8 @@ def unique_rows(key: torch.Tensor) -> tuple[int, torch.Tensor, torch.Tensor]:
     group = torch.cumsum(starts, 0) - 1
     inverse = torch.empty_like(group)
     inverse[order] = group
-    return int(starts.sum()), inverse, order[starts]
+    first = order[starts]
+    return first.shape[0], inverse, first  # a shape, not int(sum): a traced export keeps it dynamic
 
 
 @dataclass

@@ -1,0 +1,216 @@
+"""A trained sciml potential as a metatomic ``AtomisticModel``: one TorchScript file for metatomic engines.
+
+Needs ``metatomic-torch`` (``pip install "metatomic-torch==0.1.19" "metatomic-ase==0.1.4"``, the ``export``
+extra). The file runs wherever metatomic models run (``metatomic_ase.MetatomicCalculator``, LAMMPS, i-PI,
+GROMACS builds with metatomic), without sciml or Python::
+
+    sciml export model.ckpt model.pt [--dtype float64]
+
+    from metatomic_ase import MetatomicCalculator
+    atoms.calc = MetatomicCalculator("model.pt")
+
+How: the energy model (graph -> per-atom energies) is traced with :func:`torch.jit.trace` on a probe
+molecule, inside a scripted wrapper that reads metatomic's full neighbour list (``cutoff``, strict) and the
+system's cell, so forces and stress come from the engine's autograd through the same graph as in
+:class:`~sciml.calculators.SciMLCalculator`. The compiled ``sciml::`` kernels have Python-registered
+autograd, which TorchScript engines cannot load, so the export runs the pure-PyTorch reference ops
+(the ground truth: the same numbers to rounding, slower than the compiled kernels). Before saving, the
+trace is checked against the Python model on a periodic probe of another size (energies and forces), so
+a model whose code a trace cannot capture is refused instead of written.
+"""
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Dict, List, Optional  # noqa: UP035 (TorchScript and metatomic read these annotations)
+
+import numpy as np
+import torch
+from ase import Atoms
+from metatensor.torch import Labels, TensorBlock, TensorMap
+from metatomic.torch import (
+    AtomisticModel,
+    ModelCapabilities,
+    ModelMetadata,
+    ModelOutput,
+    NeighborListOptions,
+    System,
+)
+from torch import nn
+
+from sciml.calculators.checkpoint import load_model
+from sciml.data.neighbours import radius_graph
+from sciml.equivariant.operations import KernelModule
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+TOLERANCE = {torch.float32: 1e-4, torch.float64: 1e-9}  # relative, energy and forces, trace vs Python
+
+
+class ExportError(RuntimeError):
+    """The model cannot be exported faithfully (the message says why)."""
+
+
+class AtomEnergies(nn.Module):
+    """The traced part: positions (N, 3) Å, atomic numbers (N,), edge_index (2, E) (receiver, sender),
+    shifts (E, 3) Å, cell (3, 3) Å -> per-atom energies (N,) eV, through the energy model's ``forward``."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, positions, numbers, edge_index, shifts, cell) -> torch.Tensor:
+        graph = SimpleNamespace(
+            pos=positions,
+            numbers=numbers,
+            batch=torch.zeros_like(numbers),
+            cell=cell[None],
+            edge_index=edge_index,
+            shifts=shifts,
+        )
+        return self.model(graph)["energies"]
+
+
+class MetatomicPotential(nn.Module):
+    """metatomic's model interface around the traced :class:`AtomEnergies`: outputs ``energy`` per system,
+    or per atom (``sample_kind="atom"``), for all atoms or the ``selected_atoms`` (domain decomposition:
+    the other atoms still act as neighbours)."""
+
+    def __init__(self, energies: torch.jit.ScriptModule, species: List[int], cutoff: float) -> None:  # noqa: UP006
+        super().__init__()
+        self.energies = energies
+        known = torch.zeros(119, dtype=torch.bool)
+        known[torch.tensor(species)] = True
+        self.register_buffer("known_numbers", known)
+        self.neighbours = NeighborListOptions(cutoff=cutoff, full_list=True, strict=True, requestor="sciml")
+
+    def requested_neighbor_lists(self) -> List[NeighborListOptions]:  # noqa: UP006
+        return [self.neighbours]
+
+    def forward(
+        self,
+        systems: List[System],  # noqa: UP006
+        outputs: Dict[str, ModelOutput],  # noqa: UP006
+        selected_atoms: Optional[Labels],  # noqa: UP045
+    ) -> Dict[str, TensorMap]:  # noqa: UP006
+        if "energy" not in outputs:
+            return {}
+        per_atom = outputs["energy"].sample_kind == "atom"
+        device = self.known_numbers.device
+        values: List[torch.Tensor] = []  # noqa: UP006
+        samples: List[torch.Tensor] = []  # noqa: UP006
+        for index, system in enumerate(systems):
+            if not bool(self.known_numbers[system.types].all()):
+                raise ValueError("the system holds atomic numbers that the model was not trained on")
+            pairs = system.get_neighbor_list(self.neighbours)
+            edge_index = torch.stack([pairs.samples.column("first_atom"), pairs.samples.column("second_atom")])
+            integer_shifts = torch.stack(
+                [pairs.samples.column(f"cell_shift_{axis}") for axis in ("a", "b", "c")], dim=1
+            )
+            shifts = integer_shifts.to(system.positions.dtype) @ system.cell
+            atom_energies = self.energies(system.positions, system.types, edge_index, shifts, system.cell)
+            atoms = torch.arange(atom_energies.shape[0], dtype=torch.int32, device=device)
+            if selected_atoms is not None:
+                atoms = selected_atoms.values[selected_atoms.column("system") == index][:, 1]
+                atom_energies = atom_energies[atoms]
+            if per_atom:
+                values.append(atom_energies)
+                samples.append(torch.stack([torch.full_like(atoms, index), atoms], dim=1))
+            else:
+                values.append(atom_energies.sum().reshape(1))
+                samples.append(torch.tensor([[index]], dtype=torch.int32, device=device))
+        names = ["system", "atom"] if per_atom else ["system"]
+        block = TensorBlock(
+            values=torch.cat(values).reshape(-1, 1),
+            samples=Labels(names, torch.cat(samples)),
+            components=[],
+            properties=Labels(["energy"], torch.tensor([[0]], dtype=torch.int32, device=device)),
+        )
+        return {"energy": TensorMap(Labels(["_"], torch.tensor([[0]], dtype=torch.int32, device=device)), [block])}
+
+
+def use_reference_kernels(model: nn.Module) -> nn.Module:
+    """Every kernel module of ``model`` runs the pure-PyTorch reference ops (in place; returns ``model``)."""
+    for module in model.modules():
+        if isinstance(module, KernelModule):
+            module.requested_backend = module.backend = "reference"
+            module._resolved_for = None
+    return model
+
+
+def probe_structures(species: list[int], cutoff: float) -> tuple[Atoms, Atoms]:
+    """A molecule of every species (12 atoms on a jittered 1.6 Å grid) to trace on, and a periodic cell of
+    another size to check the trace on (16 atoms, a rattled 2 x 2 x 2 bcc cell of edge 0.9 cutoff: atoms
+    see their own images)."""
+    rng = np.random.default_rng(0)
+    numbers = [species[k % len(species)] for k in range(16)]
+    grid = np.stack(np.meshgrid(*[np.arange(3)] * 3, indexing="ij"), -1).reshape(-1, 3)
+    molecule = Atoms(numbers[:12], positions=1.6 * grid[:12] + rng.normal(0, 0.15, (12, 3)))
+    corners = grid[np.all(grid < 2, axis=1)]  # the 8 points of a 2 x 2 x 2 cubic grid
+    scaled = np.concatenate([corners, corners + 0.5]) / 2 + rng.normal(0, 0.01, (16, 3))
+    periodic = Atoms(numbers, scaled_positions=scaled, cell=np.eye(3) * 0.9 * cutoff, pbc=True)
+    return molecule, periodic
+
+
+def energy_inputs(atoms: Atoms, cutoff: float, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
+    """The arguments of :class:`AtomEnergies` for ``atoms`` (positions with ``requires_grad``)."""
+    positions = torch.tensor(atoms.positions, dtype=torch.float64)
+    cell = torch.tensor(np.asarray(atoms.cell[:]), dtype=torch.float64)
+    edge_index, shifts = radius_graph(positions, cell, torch.tensor(atoms.pbc), cutoff)
+    positions = positions.to(dtype).requires_grad_(True)
+    return positions, torch.tensor(atoms.numbers), edge_index, shifts.to(dtype), cell.to(dtype)
+
+
+def energies_and_forces(module, inputs: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+    energies = module(*inputs)
+    (gradient,) = torch.autograd.grad(energies.sum(), inputs[0])
+    return energies.detach(), -gradient
+
+
+def check_trace(traced, eager: nn.Module, atoms: Atoms, cutoff: float, dtype: torch.dtype) -> float:
+    """Largest relative difference of per-atom energies and forces between the trace and the Python model
+    on ``atoms``; raises :class:`ExportError` above :data:`TOLERANCE`."""
+    inputs = energy_inputs(atoms, cutoff, dtype)
+    expected = energies_and_forces(eager, inputs)
+    got = energies_and_forces(traced, inputs)
+    error = max(float((b - a).abs().max() / a.abs().max().clamp(min=1e-12)) for a, b in zip(expected, got, strict=True))
+    if not error <= TOLERANCE[dtype]:
+        raise ExportError(
+            f"the traced model differs from the Python model by {error:.2e} (relative) on a {len(atoms)}-atom "
+            f"periodic probe (tolerance {TOLERANCE[dtype]:.0e}): its forward has control flow a trace cannot "
+            "capture"
+        )
+    return error
+
+
+def export_metatomic(
+    checkpoint: str | Path, out: str | Path, dtype: str = "float64", use_ema: bool = True
+) -> dict[str, float | str]:
+    """Write ``out`` (a metatomic ``AtomisticModel``, TorchScript) from a ``sciml fit`` checkpoint.
+
+    Returns a summary: the kernels used (``"reference"``), the trace check's relative error, cutoff and
+    species. Raises :class:`ExportError` if the trace does not reproduce the model.
+    """
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got '{dtype}'")
+    torch_dtype = DTYPES[dtype]
+    model = use_reference_kernels(load_model(checkpoint, "cpu", use_ema)).to(torch_dtype)
+    species, cutoff = [int(z) for z in model.species], float(model.cutoff)
+    eager = AtomEnergies(model).eval()
+    molecule, periodic = probe_structures(species, cutoff)
+    traced = torch.jit.trace(eager, energy_inputs(molecule, cutoff, torch_dtype), check_trace=False)
+    error = check_trace(traced, eager, periodic, cutoff, torch_dtype)
+    capabilities = ModelCapabilities(
+        outputs={"energy": ModelOutput(unit="eV", sample_kind="atom")},
+        atomic_types=species,
+        interaction_range=cutoff,
+        length_unit="Angstrom",
+        supported_devices=["cpu"],
+        dtype=dtype,
+    )
+    metadata = ModelMetadata(
+        name=f"sciml {type(model).__name__}",
+        description=f"exported by sciml from {Path(checkpoint).name}: energies in eV, cutoff {cutoff:g} Å",
+    )
+    exported = AtomisticModel(MetatomicPotential(traced, species, cutoff).eval(), metadata, capabilities)
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    exported.save(str(out))
+    return {"kernels": "reference", "trace_error": error, "cutoff": cutoff, "species": str(species)}

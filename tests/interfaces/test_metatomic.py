@@ -1,0 +1,108 @@
+"""`sciml export`: a metatomic AtomisticModel (TorchScript) that metatomic's ASE calculator runs with the same
+energies, forces and stress as SciMLCalculator (float64), per system and per atom, with selected atoms; a
+model a trace cannot capture is refused."""
+
+from __future__ import annotations
+
+import ase.io
+import numpy as np
+import pytest
+import torch
+from ase.calculators.calculator import all_changes
+
+from sciml.calculators import SciMLCalculator
+from sciml.cli import main
+from tests.conftest import ROOT
+
+pytest.importorskip("metatomic.torch")
+from metatensor.torch import Labels  # noqa: E402
+from metatomic.torch import ModelOutput  # noqa: E402
+from metatomic_ase import MetatomicCalculator  # noqa: E402
+
+from sciml.interfaces.metatomic import (  # noqa: E402
+    AtomEnergies,
+    ExportError,
+    check_trace,
+    energy_inputs,
+    probe_structures,
+)
+
+
+@pytest.fixture(scope="module")
+def exported(quickstart_run, tmp_path_factory):
+    """(checkpoint, exported file) of the quickstart model."""
+    _, checkpoint = quickstart_run
+    out = tmp_path_factory.mktemp("export") / "model.pt"
+    summary = main(["export", str(checkpoint), str(out)])
+    assert summary["kernels"] == "reference" and summary["trace_error"] < 1e-12
+    return checkpoint, out
+
+
+def structures():
+    molecule = ase.io.read(ROOT / "configs/md/ethanol.xyz")
+    periodic = molecule.copy()
+    periodic.cell, periodic.pbc = [6.0, 6.5, 7.0], True  # neighbours across the boundary
+    periodic.center()
+    periodic.rattle(0.05, seed=1)
+    return molecule, periodic
+
+
+@pytest.mark.parametrize("periodic", [False, True], ids=["molecule", "periodic"])
+def test_exported_model_matches_sciml_calculator(exported, periodic):
+    checkpoint, model_file = exported
+    atoms = structures()[periodic]
+    properties = ["energy", "energies", "forces"] + (["stress"] if periodic else [])
+    results = []
+    for calculator in (
+        SciMLCalculator.from_checkpoint(checkpoint, dtype="float64"),
+        MetatomicCalculator(str(model_file), check_consistency=True),
+    ):
+        calculator.calculate(atoms.copy(), properties, all_changes)
+        results.append(calculator.results)
+    for name in properties:
+        expected, got = np.asarray(results[0][name]), np.asarray(results[1][name])
+        assert np.abs(got - expected).max() <= 1e-9 * np.abs(expected).max(), name
+
+
+def test_several_systems_and_selected_atoms(exported):
+    checkpoint, model_file = exported
+    molecule, periodic = structures()
+    reference = SciMLCalculator.from_checkpoint(checkpoint, dtype="float64")
+    per_atom = [reference.get_property("energies", atoms.copy()) for atoms in (molecule, periodic)]
+    calculator = MetatomicCalculator(str(model_file))
+    totals = calculator.run_model([molecule, periodic], {"energy": ModelOutput(unit="eV", sample_kind="system")})
+    np.testing.assert_allclose(totals["energy"].block().values[:, 0].numpy(), [e.sum() for e in per_atom], rtol=1e-12)
+    chosen = Labels(["system", "atom"], torch.tensor([[0, 1], [0, 4], [1, 0], [1, 8]], dtype=torch.int32))
+    block = calculator.run_model(
+        [molecule, periodic], {"energy": ModelOutput(unit="eV", sample_kind="atom")}, selected_atoms=chosen
+    )["energy"].block()
+    assert block.samples == chosen
+    expected = [per_atom[0][1], per_atom[0][4], per_atom[1][0], per_atom[1][8]]
+    np.testing.assert_allclose(block.values[:, 0].numpy(), expected, rtol=1e-12)
+
+
+def test_unknown_element_and_existing_output_are_refused(exported):
+    _, model_file = exported
+    atoms = structures()[0]
+    atoms.numbers[0] = 7  # nitrogen: not among the quickstart species
+    with pytest.raises(Exception, match="atomic numbers that the model was not trained on"):
+        MetatomicCalculator(str(model_file)).get_potential_energy(atoms)
+    with pytest.raises(SystemExit, match="exists; pass --overwrite"):
+        main(["export", "unused.ckpt", str(model_file)])
+
+
+class SizeDependent(torch.nn.Module):
+    """An energy model whose Python control flow depends on the number of atoms: a trace bakes in one branch."""
+
+    def forward(self, graph) -> dict[str, torch.Tensor]:
+        squared = (graph.pos**2).sum(1)
+        return {"energies": squared if graph.pos.shape[0] < 13 else 2.0 * squared}
+
+
+def test_trace_that_misses_control_flow_is_refused():
+    molecule, periodic = probe_structures([1, 6], 5.0)
+    eager = AtomEnergies(SizeDependent())
+    traced = torch.jit.trace(eager, energy_inputs(molecule, 5.0, torch.float64), check_trace=False)
+    assert check_trace(traced, eager, molecule, 5.0, torch.float64) < 1e-15  # the traced size is right
+    with pytest.raises(ExportError, match="control flow a trace cannot capture"):
+        check_trace(traced, eager, periodic, 5.0, torch.float64)
