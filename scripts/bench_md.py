@@ -1,72 +1,219 @@
-"""MD steps per second with SciMLCalculator on periodic fcc Cu: E2Former vs the same model with the
-per-edge e3nn convolution (same width, same parameters), in the same process.
+"""MD speed of one E2Former in the engines a chemist runs, against its bare call and against peers, on periodic
+fcc Cu boxes (a = 3.61 Å, cutoff 5 Å: 42 neighbours), all in this process and on the same cores.
 
-    python scripts/bench_md.py [--sizes 64 512 2048] [--channels 32] [--dtype float32]
+    python scripts/bench_md.py [--sizes 64 512] [--steps 20] [--dtype float32]
 
-NVE velocity Verlet, 1 fs steps, 300 K initial velocities, untrained weights with a random output head (the
-speed does not depend on training). Last line: RESULT md_speedup_512=<x> md_speedup_2048=<x>.
+Model: the architecture of the recommended accuracy config (``configs/e2former/aspirin_md.yaml``: C 64, lmax 2,
+3 layers, 4 heads, order 1, 16 radial Gaussians), untrained weights with a random output head (speed does
+not depend on training). Per MD step (NVE velocity Verlet, 1 fs, 300 K start; seconds per step, medians
+where repeated):
+- bare: one ``SciMLCalculator`` energy + forces (+ stress: the box is periodic) call on fixed positions;
+- ``sciml md``: :func:`sciml.calculators.md.run_md` (what ``sciml md`` runs: ASE, trajectory every 10 steps);
+- i-PI: the real ``i-pi`` server (NVE) with this process as its client (``sciml serve``'s ``SocketClient``
+  over a UNIX socket), from its second to its last force request;
+- LAMMPS: ``fix external pf/callback`` (:mod:`sciml.interfaces.lammps`), ``run N`` wall time;
+- NequIP 0.19.1 (peer): ``NequIPGNNModel`` of the same width, lmax, layers and cutoff, with the same
+  irreps as E2Former (64x0e + 64x1o + 64x2e: ``parity=False``), eager, through its ASE calculator;
+- e3nn per edge: the same E2Former with every convolution evaluated per edge (``use_edge_convolutions``).
+Overhead = engine seconds per step / bare seconds per call (target <= 1.15).
+
+Last line: RESULT ipi_overhead=<x> lammps_overhead=<x> md_speedup_vs_nequip_512=<x> md_speedup_vs_edge_512=<x>
+(overheads: the largest over the sizes run).
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import os
+import shutil
+import statistics
+import subprocess
+import tempfile
 import time
+from pathlib import Path
 
+import ase.io
 import numpy as np
 import torch
 from ase import units
 from ase.build import bulk
+from ase.calculators.calculator import all_changes
 from ase.md.velocitydistribution import MaxwellBoltzmannDistribution
 from ase.md.verlet import VelocityVerlet
 
 from sciml.calculators import SciMLCalculator
+from sciml.calculators.md import MDSettings, run_md
+from sciml.commands.serve import connect
+from sciml.interfaces.lammps import LammpsPotential, load_lammps, write_data
 from sciml.models import E2Former
 from sciml.models.baselines import use_edge_convolutions
 from sciml.testing import randomise_output_head
 
 REPEATS = {64: (2, 2, 4), 512: (4, 4, 8), 2048: (8, 8, 8)}
+IPI_INPUT = """<simulation verbosity='quiet' safe_stride='100000'>
+  <output prefix='simulation'><properties stride='1' filename='out'> [ step, potential ] </properties></output>
+  <total_steps> {steps} </total_steps>
+  <prng><seed> 1 </seed></prng>
+  <ffsocket name='sciml' mode='unix' pbc='false'><address> {address} </address></ffsocket>
+  <system>
+    <initialize nbeads='1'><file mode='ase'> box.extxyz </file>
+      <velocities mode='thermal' units='kelvin'> 300 </velocities></initialize>
+    <forces><force forcefield='sciml'> </force></forces>
+    <ensemble><temperature units='kelvin'> 300 </temperature></ensemble>
+    <motion mode='dynamics'><dynamics mode='nve'><timestep units='femtosecond'> 1.0 </timestep></dynamics></motion>
+  </system>
+</simulation>
+"""
 
 
-def steps_per_second(model, n_atoms: int, dtype: str, steps: int) -> float:
+def cu_box(n_atoms: int):
     atoms = bulk("Cu", "fcc", a=3.61, cubic=True).repeat(REPEATS[n_atoms])
     MaxwellBoltzmannDistribution(atoms, temperature_K=300, rng=np.random.default_rng(0))
-    atoms.calc = SciMLCalculator(model, dtype=dtype, skin=0.5)
+    return atoms
+
+
+def bare_seconds(calculator, atoms, repeats: int) -> float:
+    """Median seconds of one energy + forces (+ stress) call on fixed positions (neighbour list cached)."""
+    properties = ["energy", "forces"]
+    calculator.calculate(atoms, properties, all_changes)  # kernels, neighbour list
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        calculator.calculate(atoms, properties, all_changes)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def verlet_seconds(calculator, atoms, steps: int) -> float:
+    atoms = atoms.copy()
+    atoms.calc = calculator
     dynamics = VelocityVerlet(atoms, 1.0 * units.fs)
-    dynamics.run(2)  # warm-up: kernels, first neighbour list
+    dynamics.run(2)
     start = time.perf_counter()
     dynamics.run(steps)
-    return steps / (time.perf_counter() - start)
+    return (time.perf_counter() - start) / steps
+
+
+def sciml_md_seconds(calculator, atoms, steps: int, folder: Path) -> float:
+    """Seconds per step of ``run_md`` (the engine of ``sciml md``), NVE, a trajectory frame every 10 steps."""
+    settings = MDSettings("nve", timestep=1.0, steps=2, temperature=300.0)
+    run_md(atoms.copy(), calculator, settings, folder / "warm.traj", overwrite=True)
+    settings = MDSettings("nve", timestep=1.0, steps=steps, temperature=300.0)
+    start = time.perf_counter()
+    run_md(atoms.copy(), calculator, settings, folder / "md.traj", folder / "md.log", overwrite=True)
+    return (time.perf_counter() - start) / steps
+
+
+def ipi_seconds(calculator, atoms, steps: int, folder: Path) -> float:
+    """Seconds per step of i-PI NVE with this process as its client, from the 2nd to the last request."""
+    address = f"sciml_bench_{os.getpid()}"
+    ase.io.write(folder / "box.extxyz", atoms)
+    (folder / "input.xml").write_text(IPI_INPUT.format(steps=steps, address=address))
+    stamps = []
+    original = calculator.calculate
+
+    def stamped(*args, **kwargs):
+        original(*args, **kwargs)
+        stamps.append(time.perf_counter())
+
+    server = subprocess.Popen([shutil.which("i-pi") or "i-pi", "input.xml"], cwd=folder,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    calculator.calculate = stamped
+    try:
+        client = connect(f"unix:{address}", wait=60)
+        structure = atoms.copy()
+        structure.calc = calculator
+        client.run(structure, use_stress=True)
+        client.close()
+        server.wait(timeout=60)
+    finally:
+        del calculator.calculate
+        server.kill()
+        Path(f"/tmp/ipi_{address}").unlink(missing_ok=True)
+    return (stamps[-1] - stamps[1]) / (len(stamps) - 2)
+
+
+def lammps_seconds(calculator, atoms, steps: int, folder: Path) -> float:
+    write_data(folder / "box.data", atoms, ["Cu"])
+    lmp = load_lammps()(cmdargs=["-log", "none", "-screen", "none"])
+    try:
+        lmp.commands_string(f"units metal\natom_style atomic\nboundary p p p\nread_data {folder / 'box.data'}")
+        LammpsPotential(lmp, calculator, ["Cu"])
+        lmp.commands_string("fix nve all nve\ntimestep 0.001\nrun 2")
+        start = time.perf_counter()
+        lmp.command(f"run {steps}")
+        return (time.perf_counter() - start) / steps
+    finally:
+        lmp.close()
+
+
+def nequip_calculator(args: argparse.Namespace):
+    """NequIP 0.19.1 of the same width, lmax, layers and cutoff (irreps 64x0e + 64x1o + 64x2e), eager."""
+    from nequip.ase import NequIPCalculator
+    from nequip.integrations.utils import basic_transforms
+    from nequip.model import NequIPGNNModel
+    from nequip.utils.global_state import set_global_state
+
+    set_global_state()
+    model = NequIPGNNModel(seed=0, model_dtype=args.dtype, type_names=["Cu"], r_max=args.cutoff,
+                           num_layers=args.layers, l_max=args.lmax, parity=False, num_features=args.channels,
+                           avg_num_neighbors=42.0)  # fmt: skip
+    transforms = basic_transforms({}, args.cutoff, ["Cu"], {"Cu": "Cu"})
+    return NequIPCalculator(model.eval(), device="cpu", transforms=transforms), model
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", type=int, nargs="+", default=[64, 512, 2048], choices=sorted(REPEATS))
-    parser.add_argument("--channels", type=int, default=32)
-    parser.add_argument("--layers", type=int, default=2)
-    parser.add_argument("--cutoff", type=float, default=4.5)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[64, 512], choices=sorted(REPEATS))
+    parser.add_argument("--steps", type=int, default=20, help="MD steps per engine and size")
+    parser.add_argument("--channels", type=int, default=64)
+    parser.add_argument("--lmax", type=int, default=2)
+    parser.add_argument("--layers", type=int, default=3)
+    parser.add_argument("--cutoff", type=float, default=5.0)
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     args = parser.parse_args()
     torch.manual_seed(0)
-    e2former = randomise_output_head(
-        E2Former([29], cutoff=args.cutoff, channels=args.channels, layers=args.layers, heads=4, avg_neighbours=40.0)
-    ).eval()
-    baseline = use_edge_convolutions(copy.deepcopy(e2former)).eval()
+    model = E2Former([29], cutoff=args.cutoff, channels=args.channels, lmax=args.lmax, layers=args.layers, heads=4,
+                     order=1, radial_basis=16, avg_neighbours=42.0)  # fmt: skip
+    model = randomise_output_head(model).eval()
+    edge_model = use_edge_convolutions(copy.deepcopy(model)).eval()
+    nequip, nequip_model = nequip_calculator(args)
+    count = lambda module: sum(p.numel() for p in module.parameters())  # noqa: E731
+    print(f"Cu fcc, cutoff {args.cutoff} Å (~42 neighbours); E2Former C {args.channels}, lmax {args.lmax}, "
+          f"{args.layers} layers ({count(model)} parameters); NequIP same irreps ({count(nequip_model)} "
+          f"parameters); {args.dtype}, {torch.get_num_threads()} threads, {args.steps} steps per engine; "
+          "seconds per step")  # fmt: skip
     print(
-        f"Cu fcc, cutoff {args.cutoff} Å (~42 neighbours), C={args.channels}, {args.layers} layers, {args.dtype}, "
-        f"threads={torch.get_num_threads()}"
+        "| atoms | bare call | sciml md (ASE) | i-PI | LAMMPS | ASE / i-PI / LAMMPS overhead | NequIP (ASE) "
+        "| e3nn per edge (ASE) | vs NequIP | vs per edge |"
     )
-    print(f"{'atoms':>6} {'E2Former steps/s':>17} {'baseline steps/s':>17} {'speedup':>8}")
-    speedups = {}
+    print("| ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |")
+    rows = {}
     for n in args.sizes:
-        steps = max(3, 640 // n)
-        fast = steps_per_second(e2former, n, args.dtype, steps)
-        slow = steps_per_second(baseline, n, args.dtype, steps)
-        speedups[n] = fast / slow
-        print(f"{n:>6} {fast:>17.2f} {slow:>17.2f} {speedups[n]:>8.2f}", flush=True)
+        atoms = cu_box(n)
+        calculator = SciMLCalculator(model, dtype=args.dtype, skin=0.5)
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = Path(tmp)
+            row = {
+                "bare": bare_seconds(calculator, atoms, repeats=max(3, args.steps // 4)),
+                "ase": sciml_md_seconds(calculator, atoms, args.steps, folder),
+                "ipi": ipi_seconds(calculator, atoms, args.steps, folder),
+                "lammps": lammps_seconds(calculator, atoms, args.steps, folder),
+            }
+        row["nequip"] = verlet_seconds(nequip, atoms, args.steps)
+        row["edge"] = verlet_seconds(SciMLCalculator(edge_model, dtype=args.dtype, skin=0.5), atoms, args.steps)
+        rows[n] = row
+        overheads = "/".join(f"{row[k] / row['bare']:.3f}" for k in ("ase", "ipi", "lammps"))
+        print(f"| {n} | {row['bare']:.4f} | {row['ase']:.4f} | {row['ipi']:.4f} | {row['lammps']:.4f} | {overheads} "
+              f"| {row['nequip']:.4f} | {row['edge']:.4f} | {row['nequip'] / row['ase']:.2f}x "
+              f"| {row['edge'] / row['ase']:.2f}x |", flush=True)  # fmt: skip
+    worst = {k: max(r[k] / r["bare"] for r in rows.values()) for k in ("ipi", "lammps")}
+    largest = rows.get(512, {})
+    speedup = lambda peer: largest[peer] / largest["ase"] if largest else float("nan")  # noqa: E731
     print(
-        f"RESULT md_speedup_512={speedups.get(512, float('nan')):.2f} "
-        f"md_speedup_2048={speedups.get(2048, float('nan')):.2f}"
+        f"RESULT ipi_overhead={worst['ipi']:.3f} lammps_overhead={worst['lammps']:.3f} "
+        f"md_speedup_vs_nequip_512={speedup('nequip'):.2f} md_speedup_vs_edge_512={speedup('edge'):.2f}"
     )
 
 
