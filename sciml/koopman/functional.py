@@ -9,8 +9,13 @@ Moments: M_f = E[f f^T], M_g = E[g g^T], T = E[f(x) g(x')^T]. Callers prepend th
   gradient from the terms that pair it with modes m > l.
 - Estimators of the quadratic term: ``plugin`` (biased, O(1/B)), ``ustat`` (drops the i = j terms;
   unbiased), ``split`` (moments from the two halves of the batch; unbiased).
-- Baselines: VAMP-1/2 scores (whitening by M^{-1/2}, eigenvalues regularised |lambda| + eps) and DPNet
-  (with its metric regulariser R(C) = tr(C^2 - C - ln C); relaxed variant).
+- Baselines, as published by default (Jeong et al.'s code, NeuralKoopmanSVD), ours as options: VAMP-1/2
+  scores on centred covariances with least-squares whitening (``whitening="lstsq"``; VAMP-1 through
+  thresholded pseudo-inverse square roots) or on raw moments with the constant function and
+  eigenvalue-regularised whitening (``whitening="eigh"``, ``center=False``: deeptime's number); DPNet
+  (relaxed by default) with the metric regulariser R(C) = mean_i(lambda_i^2 - lambda_i - ln lambda_i) weighted
+  0.5 gamma, gamma = 1 (``reduction="sum"`` sums over the k eigenvalues instead). Centring removes the
+  constant function (the first column), so it is dropped from centred covariances.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from sciml.koopman.linalg import sym_inverse
 
 NESTINGS = (None, "jnt", "seq")
 ESTIMATORS = ("ustat", "plugin", "split")
+WHITENINGS = ("lstsq", "eigh")
+REDUCTIONS = ("mean", "sum")
 
 
 def with_constant(features: torch.Tensor) -> torch.Tensor:
@@ -88,46 +95,102 @@ def lora_loss(f: torch.Tensor, g: torch.Tensor, nesting: str | None = "jnt", est
     return -2 * correlation + quadratic
 
 
-def whitened_correlation(f: torch.Tensor, g: torch.Tensor, epsilon: float = 1e-6) -> torch.Tensor:
-    """M_f^{-1/2} T M_g^{-1/2}, (k, k); its singular values estimate the Koopman singular values."""
-    m_f, m_g, t = moments(f, g)
-    whiten_f, whiten_g = (sym_inverse(m, epsilon, sqrt=True, mode="regularize") for m in (m_f, m_g))
-    return whiten_f @ t @ whiten_g
+def covariances(f: torch.Tensor, g: torch.Tensor, center: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(C_f, C_g, C_fg), each plug-in over the batch; ``center``: of the mean-free features without the first
+    (constant) column, (k - 1, k - 1); else the raw moments (k, k)."""
+    if center:
+        f, g = f[:, 1:] - f[:, 1:].mean(0), g[:, 1:] - g[:, 1:].mean(0)
+    return moments(f, g)
 
 
-def vamp_score(f: torch.Tensor, g: torch.Tensor, schatten: int = 2, epsilon: float = 1e-6) -> torch.Tensor:
-    """VAMP-r score ||M_f^{-1/2} T M_g^{-1/2}||_{S_r}^r (r = 1 nuclear, r = 2 squared Frobenius)."""
-    koopman = whitened_correlation(f, g, epsilon)
+def whitened_correlation(f: torch.Tensor, g: torch.Tensor, epsilon: float = 1e-6, center: bool = False) -> torch.Tensor:
+    """C_f^{-1/2} C_fg C_g^{-1/2} with eigenvalue-regularised inverse square roots; its singular values
+    estimate the Koopman singular values (with ``center=False``, the constant's 1 among them)."""
+    c_f, c_g, c_fg = covariances(f, g, center)
+    whiten_f, whiten_g = (sym_inverse(m, epsilon, sqrt=True, mode="regularize") for m in (c_f, c_g))
+    return whiten_f @ c_fg @ whiten_g
+
+
+def _pinv_sqrt(matrix: torch.Tensor) -> torch.Tensor:
+    """Pseudo-inverse square root, eigenvalues below lambda_max k eps_machine treated as zero (published VAMP-1)."""
+    values, vectors = torch.linalg.eigh(matrix)
+    threshold = values.max() * values.shape[0] * torch.finfo(values.dtype).eps
+    inverse = torch.where(values > threshold, values.clamp_min(threshold).rsqrt(), torch.zeros_like(values))
+    return (vectors * inverse) @ vectors.T
+
+
+def vamp_score(
+    f: torch.Tensor,
+    g: torch.Tensor,
+    schatten: int = 2,
+    epsilon: float = 1e-6,
+    whitening: str = "lstsq",
+    center: bool = True,
+) -> torch.Tensor:
+    """VAMP-r score ||C_f^{-1/2} C_fg C_g^{-1/2}||_{S_r}^r (r = 1 nuclear, r = 2 squared Frobenius).
+
+    ``whitening="lstsq"`` (published): VAMP-2 = tr(lstsq(C_f, C_fg) lstsq(C_g, C_fg^T)), VAMP-1 with
+    thresholded pseudo-inverse square roots; ``"eigh"``: inverse square roots of |lambda| + ``epsilon``. With
+    ``center`` (published) the covariances are mean-free and the score does not count the constant (the
+    uncentred score with the constant prepended is 1 more, at ``epsilon`` -> 0).
+    """
+    if whitening not in WHITENINGS:
+        raise ValueError(f"unknown whitening '{whitening}'; choose one of {WHITENINGS}")
+    if schatten not in (1, 2):
+        raise ValueError(f"VAMP is implemented for schatten 1 or 2, got {schatten}")
+    if whitening == "eigh":
+        koopman = whitened_correlation(f, g, epsilon, center)
+        return (koopman**2).sum() if schatten == 2 else torch.linalg.matrix_norm(koopman, ord="nuc")
+    c_f, c_g, c_fg = covariances(f, g, center)
     if schatten == 2:
-        return (koopman**2).sum()
-    if schatten == 1:
-        return torch.linalg.matrix_norm(koopman, ord="nuc")
-    raise ValueError(f"VAMP is implemented for schatten 1 or 2, got {schatten}")
+        forward = torch.linalg.lstsq(c_f, c_fg).solution
+        backward = torch.linalg.lstsq(c_g, c_fg.T).solution
+        return torch.trace(forward @ backward)
+    return torch.linalg.matrix_norm(_pinv_sqrt(c_f) @ c_fg @ _pinv_sqrt(c_g), ord="nuc")
 
 
-def vamp_loss(f: torch.Tensor, g: torch.Tensor, schatten: int = 2, epsilon: float = 1e-6) -> torch.Tensor:
-    """Negative VAMP-r score (the VAMPnet loss)."""
-    return -vamp_score(f, g, schatten, epsilon)
+def vamp_loss(
+    f: torch.Tensor,
+    g: torch.Tensor,
+    schatten: int = 2,
+    epsilon: float = 1e-6,
+    whitening: str = "lstsq",
+    center: bool = True,
+) -> torch.Tensor:
+    """Negative VAMP-r score (the VAMPnet loss); arguments as :func:`vamp_score`."""
+    return -vamp_score(f, g, schatten, epsilon, whitening, center)
 
 
-def metric_regulariser(matrix: torch.Tensor, epsilon: float = 1e-6) -> torch.Tensor:
-    """R(C) = tr(C^2 - C - ln C) >= 0 for symmetric positive C, 0 only at C = I (DPNet)."""
-    values = torch.linalg.eigvalsh(0.5 * (matrix + matrix.T)).clamp_min(epsilon)
-    return (values**2 - values - torch.log(values)).sum()
+def metric_regulariser(matrix: torch.Tensor, epsilon: float | None = None, reduction: str = "sum") -> torch.Tensor:
+    """R(C) = sum (or mean) over the eigenvalues of C of lambda^2 - lambda - ln lambda >= 0, 0 only at C = I
+    (DPNet). Eigenvalues are clamped below at ``epsilon`` (default: k times the machine epsilon, as published)."""
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"unknown reduction '{reduction}'; choose one of {REDUCTIONS}")
+    floor = epsilon if epsilon is not None else torch.finfo(matrix.dtype).eps * matrix.shape[0]
+    values = torch.linalg.eigvalsh(0.5 * (matrix + matrix.T)).clamp_min(floor)
+    terms = values**2 - values - torch.log(values)
+    return terms.mean() if reduction == "mean" else terms.sum()
 
 
 def dpnet_loss(
     f: torch.Tensor,
     g: torch.Tensor,
-    metric_weight: float = 0.01,
-    relaxed: bool = False,
-    epsilon: float = 1e-6,
+    metric_weight: float = 1.0,
+    relaxed: bool = True,
+    epsilon: float | None = None,
+    center: bool = True,
+    reduction: str = "mean",
+    whitening: str = "lstsq",
 ) -> torch.Tensor:
-    """DPNet: -||M_f^{-1/2} T M_g^{-1/2}||_F^2 + gamma (R(M_f) + R(M_g)); relaxed: -||T||_F^2 /
-    (||M_f||_op ||M_g||_op) + gamma (R(M_f) + R(M_g))."""
-    m_f, m_g, t = moments(f, g)
+    """DPNet: -S + 0.5 gamma (R(C_f) + R(C_g)) with S = ||C_fg||_F^2 / (||C_f||_op ||C_g||_op + 1e-8) (relaxed,
+    the published default) or the VAMP-2 score (``whitening``); gamma = ``metric_weight``. Defaults as
+    published (gamma 1, mean over eigenvalues, centred covariances); the former sciml DPNet is
+    ``metric_weight=0.02, relaxed=False, center=False, reduction="sum", whitening="eigh", epsilon=1e-6``."""
+    c_f, c_g, c_fg = covariances(f, g, center)
     if relaxed:
-        score = (t**2).sum() / (torch.linalg.matrix_norm(m_f, ord=2) * torch.linalg.matrix_norm(m_g, ord=2))
+        norms = torch.linalg.matrix_norm(c_f, ord=2) * torch.linalg.matrix_norm(c_g, ord=2)
+        score = (c_fg**2).sum() / (norms + 1e-8)
     else:
-        score = vamp_score(f, g, 2, epsilon)
-    return -score + metric_weight * (metric_regulariser(m_f, epsilon) + metric_regulariser(m_g, epsilon))
+        score = vamp_score(f, g, 2, 1e-6 if epsilon is None else epsilon, whitening, center)
+    regulariser = metric_regulariser(c_f, epsilon, reduction) + metric_regulariser(c_g, epsilon, reduction)
+    return -score + 0.5 * metric_weight * regulariser

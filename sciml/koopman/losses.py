@@ -27,22 +27,46 @@ class LoRALoss(nn.Module):
 
 
 class VAMPLoss(nn.Module):
-    """VAMPnet baseline: minus the VAMP-r score. Args: schatten: 1 or 2; epsilon: eigenvalue regulariser."""
+    """VAMPnet baseline: minus the VAMP-r score (see :func:`~sciml.koopman.functional.vamp_score`).
 
-    def __init__(self, schatten: int = 2, epsilon: float = 1e-6) -> None:
+    Args: schatten: 1 or 2; whitening: ``"lstsq"`` (published) or ``"eigh"`` (regularised by ``epsilon``);
+    center: mean-free covariances without the constant (published) or raw moments with it.
+    """
+
+    def __init__(self, schatten: int = 2, epsilon: float = 1e-6, whitening: str = "lstsq", center: bool = True) -> None:
         super().__init__()
-        self.schatten, self.epsilon = schatten, epsilon
+        if whitening not in F.WHITENINGS:
+            raise ValueError(f"unknown whitening '{whitening}'; choose one of {F.WHITENINGS}")
+        self.schatten, self.epsilon, self.whitening, self.center = schatten, epsilon, whitening, center
 
     def forward(self, f: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
-        return F.vamp_loss(f, g, self.schatten, self.epsilon)
+        return F.vamp_loss(f, g, self.schatten, self.epsilon, self.whitening, self.center)
 
 
 class DPNetLoss(nn.Module):
-    """DPNet baseline. Args: metric_weight: gamma of the metric regulariser; relaxed: the relaxed score."""
+    """DPNet baseline, published defaults (see :func:`~sciml.koopman.functional.dpnet_loss`).
 
-    def __init__(self, metric_weight: float = 0.01, relaxed: bool = False, epsilon: float = 1e-6) -> None:
+    Args: metric_weight: gamma (the regulariser is weighted 0.5 gamma); relaxed: the relaxed score (default);
+    center: mean-free covariances; reduction: ``"mean"`` (published) or ``"sum"`` over eigenvalues;
+    whitening: of the non-relaxed score; epsilon: eigenvalue floor (default k x machine epsilon).
+    """
+
+    def __init__(
+        self,
+        metric_weight: float = 1.0,
+        relaxed: bool = True,
+        epsilon: float | None = None,
+        center: bool = True,
+        reduction: str = "mean",
+        whitening: str = "lstsq",
+    ) -> None:
         super().__init__()
+        if reduction not in F.REDUCTIONS or whitening not in F.WHITENINGS:
+            raise ValueError(f"reduction must be one of {F.REDUCTIONS} and whitening one of {F.WHITENINGS}")
         self.metric_weight, self.relaxed, self.epsilon = metric_weight, relaxed, epsilon
+        self.center, self.reduction, self.whitening = center, reduction, whitening
 
     def forward(self, f: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
-        return F.dpnet_loss(f, g, self.metric_weight, self.relaxed, self.epsilon)
+        return F.dpnet_loss(
+            f, g, self.metric_weight, self.relaxed, self.epsilon, self.center, self.reduction, self.whitening
+        )

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from sciml.koopman import functional as F
+from sciml.koopman.losses import DPNetLoss, VAMPLoss
 
 
 def chain(n_states: int = 5, seed: int = 0):
@@ -103,11 +104,12 @@ def test_vamp2_equals_independent_numpy_computation():
         return v @ np.diag(1 / np.sqrt(w)) @ v.T
 
     expected = np.sum((inv_sqrt(c00) @ c01 @ inv_sqrt(c11)) ** 2)
-    assert float(F.vamp_score(f, g, 2, epsilon=0.0)) == pytest.approx(expected, rel=1e-10)
+    ours = {"whitening": "eigh", "center": False}
+    assert float(F.vamp_score(f, g, 2, epsilon=0.0, **ours)) == pytest.approx(expected, rel=1e-10)
     singular = np.linalg.svd(inv_sqrt(c00) @ c01 @ inv_sqrt(c11), compute_uv=False)
-    assert float(F.vamp_score(f, g, 1, epsilon=0.0)) == pytest.approx(singular.sum(), rel=1e-10)
+    assert float(F.vamp_score(f, g, 1, epsilon=0.0, **ours)) == pytest.approx(singular.sum(), rel=1e-10)
     assert float(F.metric_regulariser(torch.eye(3))) == pytest.approx(0.0, abs=1e-12)
-    assert float(F.dpnet_loss(f, g, 0.0, epsilon=0.0)) == pytest.approx(-expected, rel=1e-10)
+    assert float(F.dpnet_loss(f, g, 0.0, False, 0.0, **ours)) == pytest.approx(-expected, rel=1e-10)
 
 
 def test_vamp2_equals_deeptime_with_the_constant_prepended():
@@ -119,7 +121,7 @@ def test_vamp2_equals_deeptime_with_the_constant_prepended():
     y = 0.7 * x + 0.5 * torch.randn(4000, 2, generator=generator, dtype=torch.float64)
     fx = torch.cat([x, torch.sin(x), x[:, :1] ** 2 + 1.0], dim=1)
     fy = torch.cat([y, torch.sin(y), y[:, :1] ** 2 + 1.0], dim=1)
-    ours = F.vamp_score(F.with_constant(fx), F.with_constant(fy), schatten=2, epsilon=1e-12)
+    ours = F.vamp_score(F.with_constant(fx), F.with_constant(fy), 2, 1e-12, whitening="eigh", center=False)
     theirs = deep.vamp_score(fx, fy, method="VAMP2", epsilon=1e-12, mode="trunc")
     assert float(ours) == pytest.approx(float(theirs), rel=1e-8)
 
@@ -146,3 +148,37 @@ def test_sym_inverse_modes_against_deeptime_and_pinv():
     torch.testing.assert_close(scaled * 1e2, inverse_sqrt)
     with pytest.raises(ValueError, match="unknown sym_inverse mode 'clip'"):
         sym_inverse(full, mode="clip")
+
+
+def test_published_baselines_against_independent_formulas():
+    """VAMP (lstsq whitening, centred) and DPNet (relaxed, centred, mean regulariser weighted 0.5 gamma) as in
+    the NeuralKoopmanSVD code, computed here with numpy; centred VAMP-r is the uncentred score with the
+    constant minus 1; the former sciml DPNet stays reachable through options."""
+    generator = torch.Generator().manual_seed(11)
+    x = torch.randn(500, 3, generator=generator, dtype=torch.float64)
+    f = F.with_constant(torch.cat([x, x[:, :1] ** 2], 1))
+    g = F.with_constant(0.6 * f[:, 1:] + 0.8 * torch.randn(500, 4, generator=generator, dtype=torch.float64))
+    fx, gy = (v[:, 1:].numpy() - v[:, 1:].numpy().mean(0) for v in (f, g))
+    c_f, c_g, c_fg = fx.T @ fx / 500, gy.T @ gy / 500, fx.T @ gy / 500
+    vamp2 = np.trace(np.linalg.lstsq(c_f, c_fg, rcond=None)[0] @ np.linalg.lstsq(c_g, c_fg.T, rcond=None)[0])
+    assert float(F.vamp_score(f, g)) == pytest.approx(vamp2, rel=1e-10)
+    ours = {"epsilon": 0.0, "whitening": "eigh", "center": False}
+    assert float(F.vamp_score(f, g)) == pytest.approx(float(F.vamp_score(f, g, 2, **ours)) - 1, rel=1e-9)
+    assert float(F.vamp_score(f, g, 1)) == pytest.approx(float(F.vamp_score(f, g, 1, **ours)) - 1, rel=1e-9)
+
+    def deformation(c: np.ndarray) -> float:
+        values = np.linalg.eigvalsh(c)
+        return float(np.mean(values**2 - values - np.log(values)))
+
+    relaxed = np.sum(c_fg**2) / (np.linalg.norm(c_f, 2) * np.linalg.norm(c_g, 2) + 1e-8)
+    published = -relaxed + 0.5 * 1.0 * (deformation(c_f) + deformation(c_g))
+    assert float(DPNetLoss()(f, g)) == pytest.approx(published, rel=1e-10)
+    assert float(VAMPLoss()(f, g)) == pytest.approx(-vamp2, rel=1e-10)
+    former = DPNetLoss(metric_weight=0.02, relaxed=False, center=False, reduction="sum", whitening="eigh", epsilon=1e-6)
+    m_f, m_g = (v.T @ v / 500 for v in (f, g))
+    expected = -F.vamp_score(f, g, 2, 1e-6, "eigh", False) + 0.01 * (
+        F.metric_regulariser(m_f, 1e-6) + F.metric_regulariser(m_g, 1e-6)
+    )
+    assert float(former(f, g)) == pytest.approx(float(expected), rel=1e-12)
+    with pytest.raises(ValueError, match="unknown whitening 'svd'"):
+        VAMPLoss(whitening="svd")
