@@ -35,7 +35,10 @@ class KoopmanEstimator:
     Args:
         encoder_f, encoder_g: trained feature maps (B, ...) -> (B, k - 1); the constant is prepended.
             ``encoder_g`` defaults to ``encoder_f`` (shared encoders).
-        lagtime: frames between x and x'; timescales are in units of ``lagtime * time_step``.
+        lagtime: frames between x and x'; timescales are in units of ``lagtime * time_step``. ``None``
+            (default): taken from the data at :meth:`fit` (a data module's ``lagtime``; pairs given as arrays
+            count as one lag). Data whose lag differs from a given ``lagtime`` is refused: timescales and
+            forecasts would silently be off by the ratio.
         rank_cutoff: relative eigenvalue cutoff of the pseudo-inverses.
         rank: singular triplets kept in the Koopman matrix (eigenvalues, eigenfunctions, timescales, CCA
             forecasts); default all k. The small singular values of a non-normal operator are the noisiest
@@ -47,23 +50,25 @@ class KoopmanEstimator:
         self,
         encoder_f: nn.Module,
         encoder_g: nn.Module | None = None,
-        lagtime: int = 1,
+        lagtime: int | None = None,
         rank_cutoff: float = 1e-7,
         device: str | torch.device = "cpu",
         rank: int | None = None,
     ) -> None:
         self.encoder_f = encoder_f.to(device).eval()
         self.encoder_g = (encoder_g if encoder_g is not None else encoder_f).to(device).eval()
-        self.lagtime, self.rank_cutoff, self.device = int(lagtime), rank_cutoff, torch.device(device)
+        self.lagtime = None if lagtime is None else int(lagtime)
+        self.rank_cutoff, self.device = rank_cutoff, torch.device(device)
         self.rank = rank
         self.moments: Moments | None = None
 
     # --- construction ---
     @classmethod
     def from_module(cls, module: nn.Module, **kwargs) -> KoopmanEstimator:
-        """From a trained ``KoopmanModule`` (its ``encoder_f``, ``encoder_g`` and ``lagtime``)."""
+        """From a trained ``KoopmanModule`` (its ``encoder_f``, ``encoder_g`` and ``lagtime``, if it has one)."""
         hparams = getattr(module, "hparams", {})
-        return cls(module.encoder_f, module.encoder_g, lagtime=hparams.get("lagtime", 1), **kwargs)
+        kwargs.setdefault("lagtime", hparams.get("lagtime"))
+        return cls(module.encoder_f, module.encoder_g, **kwargs)
 
     @classmethod
     def from_checkpoint(
@@ -90,7 +95,9 @@ class KoopmanEstimator:
         g = f if self.encoder_g is self.encoder_f else with_constant(self.encoder_g(x)).to("cpu", torch.float64)
         return f, g
 
-    def _pairs(self, data, split: str = "train"):
+    def batches(self, data, split: str = "train"):
+        """Batches ``(x, x')`` of ``data``: a data module's ``split`` loader, a pair of (n, d) state tensors in
+        chunks, or ``data`` itself (an iterable of batches)."""
         if hasattr(data, "split_dataloader"):
             return data.split_dataloader(split)
         if isinstance(data, tuple | list) and len(data) == 2 and isinstance(data[0], torch.Tensor):
@@ -98,7 +105,7 @@ class KoopmanEstimator:
         return data
 
     def _accumulate(self, data, observables: dict[str, Observable] | None, split: str) -> Moments:
-        pairs = self._pairs(data, split)
+        pairs = self.batches(data, split)
         if iter(pairs) is pairs:  # a one-shot iterator: keep its batches to look at the first
             pairs = list(pairs)
         observables = dict(observables or {})
@@ -112,12 +119,27 @@ class KoopmanEstimator:
         """Accumulate float64 moments over ``data`` (for a data module: its ``split`` split).
 
         ``observables`` maps names to functions of a batch of states -> (B,) or (B, d); for array states
-        the state itself is added as ``"state"``.
+        the state itself is added as ``"state"``. The lag is checked against the data's (see ``lagtime``).
         """
+        self.lagtime = self.lag_of(data)
         self.moments = self._accumulate(data, observables, split)
-        for name in ("analysis", "_truncated", "koopman_matrix", "_eig"):
+        for name in ("analysis", "_truncated", "koopman_matrix", "_eig", "backward_matrix"):
             self.__dict__.pop(name, None)
         return self
+
+    def lag_of(self, data) -> int:
+        """The lag (frames) for ``data``: its ``lagtime`` attribute if it has one (refused if it differs from
+        this estimator's), else this estimator's, else 1."""
+        data_lag = getattr(data, "lagtime", None)
+        if data_lag is None:
+            return self.lagtime if self.lagtime is not None else 1
+        if self.lagtime is not None and int(data_lag) != self.lagtime:
+            raise ValueError(
+                f"the model's lagtime is {self.lagtime} frames but the data pairs frames {data_lag} apart: timescales "
+                f"and forecasts would be off by {data_lag}/{self.lagtime}; fit on data at lagtime {self.lagtime} (or "
+                "build the estimator with lagtime=None to take the data's)"
+            )
+        return int(data_lag)
 
     def _moment(self, key: str) -> torch.Tensor:
         if self.moments is None:
@@ -156,7 +178,8 @@ class KoopmanEstimator:
         """(r,) implied timescales -lagtime * time_step / ln|lambda| (inf for |lambda| >= 1), same order."""
         modulus = self.eigenvalues().abs()
         decaying = modulus < 1.0
-        timescales = -self.lagtime * time_step / torch.log(torch.where(decaying, modulus, 0.5))
+        lag = self.lagtime if self.lagtime is not None else 1
+        timescales = -lag * time_step / torch.log(torch.where(decaying, modulus, 0.5))
         return torch.where(decaying, timescales, torch.inf)
 
     def singular_functions(self, x) -> tuple[torch.Tensor, torch.Tensor]:
@@ -168,6 +191,38 @@ class KoopmanEstimator:
         """(B, r) complex right eigenfunctions xi_i(x) = phi(x)^T w_i, in the order of ``eigenvalues()``."""
         phi = self.features(x)[0] @ self._truncated.aligned_left.T
         return phi.to(torch.complex128) @ self._eig[1]
+
+    def left_eigenfunctions(self, x) -> torch.Tensor:
+        """(B, r) complex left eigenfunctions eta_i(x) = psi(x)^T u_i (u_i^T K = lambda_i u_i^T), in the order of
+        ``eigenvalues()``: eigenfunctions of the backward (adjoint) operator for stationary data, scaled so that
+        u_i^T w_j = delta_ij with the right eigenvectors w_j."""
+        psi = self.features(x)[1] @ self._truncated.aligned_right.T
+        return psi.to(torch.complex128) @ torch.linalg.inv(self._eig[1]).T
+
+    def koopman_modes(self, observable: str = "state") -> torch.Tensor:
+        """(r, d) complex Koopman modes m_i of a named observable h (given to :meth:`fit`):
+        E[h(x_{n lag}) | x_0] = sum_i lambda_i^(n - 1) xi_i(x_0) m_i, n >= 1, with xi = :meth:`eigenfunctions`
+        (the same numbers as ``predict(x_0, n, observable)``)."""
+        decoder = self._truncated.aligned_right @ self._moment(f"gh_11:{observable}")
+        return torch.linalg.solve(self._eig[1], decoder.to(torch.complex128))
+
+    @cached_property
+    def backward_matrix(self) -> torch.Tensor:
+        """(r, r) aligned matrix of the backward operator, K_b[i, j] = <phi_i, psi_j> = A_f E[f(x) g(x)^T] A_g^T:
+        K* ~ sum_i psi_i ⊗ phi_i maps h to E[h(x_t) | x_{t + lag}]. For stationary data it is ~ K^T."""
+        a = self._truncated
+        return a.aligned_left @ self._moment("gf_00").T @ a.aligned_right.T
+
+    def predict_backward(self, x_later, steps: int = 1, observable: str = "state") -> torch.Tensor:
+        """Backward forecasts E[h(x_{-n lag}) | x_0 = x_later] for n = 1..steps: (B, steps, d) float64
+        (psi(x)^T K_b^(n-1) A_f E[f h^T])."""
+        state = self.features(x_later)[1] @ self._truncated.aligned_right.T
+        decoder = self._truncated.aligned_left @ self._moment(f"fh_00:{observable}")
+        forecasts = []
+        for _ in range(steps):
+            forecasts.append(state @ decoder)
+            state = state @ self.backward_matrix
+        return torch.stack(forecasts, dim=1)
 
     def edmd(self, basis: str = "f") -> torch.Tensor:
         """(k, k) EDMD matrix on the learned basis ``"f"`` or ``"g"``: M_b^+ E[b(x) b(x')^T]."""
