@@ -9,8 +9,10 @@ import torch
 from lightning.pytorch.cli import OptimizerCallable
 from torch import nn
 
+from sciml.koopman import linalg
 from sciml.koopman.functional import with_constant
 from sciml.koopman.losses import LoRALoss
+from sciml.koopman.moments import Moments
 from sciml.nn.checkpoint import fresh_instance, module_spec
 from sciml.training.finite import FiniteTraining
 
@@ -31,9 +33,15 @@ class KoopmanModule(FiniteTraining, L.LightningModule):
         share_encoders: use ``encoder_f`` for both f and g.
         loss: a module ``(f, g) -> scalar``; default nested LoRA (joint nesting, U-statistic).
         optimizer: optimizer factory, e.g. ``torch.optim.Adam`` with ``lr``.
-        lagtime: lag in frames, recorded in the checkpoint (linked from the data module).
+        lagtime: lag in frames, recorded in the checkpoint (linked from the data module by ``sciml fit``);
+            ``None`` if not known: :class:`~sciml.koopman.KoopmanEstimator` then takes the data's.
 
-    Logged: ``train/loss``, ``val/loss``, ``test/loss``.
+    Logged: ``train/loss``, ``val/loss``, ``test/loss``, and after each validation epoch ``val/vampe`` and
+    ``val/vamp2``: the validation pairs projected on the CCA of the training split at the current weights
+    (one forward pass over the data module's ``split_dataloader("train")``, no gradients; an integer
+    ``limit_train_batches`` of the trainer limits it too), exactly
+    :meth:`KoopmanEstimator.score <sciml.koopman.KoopmanEstimator.score>` on the validation split. VAMP-E is
+    the held-out model-selection score: configs keep the checkpoint with the highest.
     """
 
     linked_from_data: ClassVar[dict[str, str]] = {"lagtime": "lagtime"}  # by ``sciml fit``
@@ -45,7 +53,7 @@ class KoopmanModule(FiniteTraining, L.LightningModule):
         share_encoders: bool = False,
         loss: nn.Module | None = None,
         optimizer: OptimizerCallable = torch.optim.Adam,
-        lagtime: int = 1,
+        lagtime: int | None = None,
     ) -> None:
         super().__init__()
         self.save_hyperparameters(ignore=["encoder_f", "encoder_g", "loss", "optimizer"])  # weights_only-loadable
@@ -72,9 +80,12 @@ class KoopmanModule(FiniteTraining, L.LightningModule):
         gathered[self.global_rank] = local
         return gathered.flatten(0, 1)
 
-    def _loss(self, batch) -> torch.Tensor:
+    def _global_features(self, batch) -> tuple[torch.Tensor, torch.Tensor]:
         f, g = self.features(*batch)
-        return self.loss_fn(self._global(f), self._global(g))
+        return self._global(f), self._global(g)
+
+    def _loss(self, batch) -> torch.Tensor:
+        return self.loss_fn(*self._global_features(batch))
 
     def training_step(self, batch, batch_idx: int) -> torch.Tensor:
         loss = self._loss(batch)
@@ -82,8 +93,32 @@ class KoopmanModule(FiniteTraining, L.LightningModule):
         self.log("train/loss", loss, prog_bar=True, batch_size=_batch_size(batch))
         return loss * self._world_size()
 
+    def on_validation_epoch_start(self) -> None:
+        self._held_out = Moments()
+
     def validation_step(self, batch, batch_idx: int) -> None:
-        self.log("val/loss", self._loss(batch), prog_bar=True, sync_dist=True, batch_size=_batch_size(batch))
+        f, g = self._global_features(batch)
+        self.log("val/loss", self.loss_fn(f, g), prog_bar=True, sync_dist=True, batch_size=_batch_size(batch))
+        _add_cca_moments(self._held_out, f, g)
+
+    def on_validation_epoch_end(self) -> None:
+        datamodule = getattr(self.trainer, "datamodule", None)
+        if self.trainer.sanity_checking or self._held_out.count == 0 or not hasattr(datamodule, "split_dataloader"):
+            return
+        train, limit = Moments(), self.trainer.limit_train_batches
+        with torch.no_grad():
+            for index, batch in enumerate(datamodule.split_dataloader("train")):  # each rank: the whole split
+                if isinstance(limit, int) and index >= limit:  # as far as the trainer trains
+                    break
+                batch = tuple(part.to(self.device) for part in batch)
+                _add_cca_moments(train, *self.features(*batch))
+        analysis = linalg.cca(train.mean("ff_00"), train.mean("gg_11"), train.mean("fg_01"))
+        held_out = self._held_out
+        scores = linalg.projected_vamp_scores(
+            analysis, held_out.mean("ff_00"), held_out.mean("fg_01"), held_out.mean("gg_11")
+        )
+        self.log("val/vampe", scores["vampe"], prog_bar=True)
+        self.log("val/vamp2", scores["vamp2"])
 
     def test_step(self, batch, batch_idx: int) -> None:
         self.log("test/loss", self._loss(batch), sync_dist=True, batch_size=_batch_size(batch))
@@ -98,6 +133,14 @@ class KoopmanModule(FiniteTraining, L.LightningModule):
         if all(getattr(encoder, "config", None) is not None for encoder in encoders.values()):
             checkpoint["sciml_koopman"] = {side: module_spec(encoder) for side, encoder in encoders.items()}
             checkpoint["sciml_koopman"]["lagtime"] = self.hparams.lagtime
+
+
+def _add_cca_moments(moments: Moments, f: torch.Tensor, g: torch.Tensor) -> None:
+    """Add the CCA moments E[f f^T], E[g' g'^T], E[f g'^T] of a batch of (f(x), g(x')) to ``moments``."""
+    f, g = f.detach().to("cpu", torch.float64), g.detach().to("cpu", torch.float64)
+    for key, left, right in (("ff_00", f, f), ("gg_11", g, g), ("fg_01", f, g)):
+        moments.add(key, left, right)
+    moments.count += f.shape[0]
 
 
 def _batch_size(batch) -> int:

@@ -10,6 +10,7 @@ from functools import partial
 import lightning as L
 import pytest
 import torch
+from lightning.pytorch.callbacks import LambdaCallback, ModelCheckpoint
 
 from sciml.data import ArrayDataModule
 from sciml.data.systems import OrnsteinUhlenbeck
@@ -58,6 +59,30 @@ def test_checkpoint_to_estimator(tmp_path):
     assert loaded.lagtime == 2 == in_memory.lagtime
     assert torch.allclose(loaded.singular_values, in_memory.singular_values, atol=1e-6)
     assert loaded.score(data) == pytest.approx(in_memory.score(data), abs=1e-6)
+
+
+def test_validation_logs_the_estimators_held_out_scores_and_keeps_the_best_checkpoint(tmp_path):
+    """val/vampe and val/vamp2 after each validation epoch are KoopmanEstimator.score on the validation split
+    with the training-split CCA at the same weights; ModelCheckpoint(monitor=val/vampe, mode=max) keeps the best."""
+    L.seed_everything(0)
+    data = ArrayDataModule(system=OrnsteinUhlenbeck(1.0, 2**0.5, 0.5), n_steps=4000, batch_size=256, lagtime=1)
+    model = KoopmanModule(MLPEncoder(1, 3, hidden=(16,)), loss=LoRALoss())
+    scores = []
+    best = ModelCheckpoint(dirpath=tmp_path, monitor="val/vampe", mode="max", save_last=True)
+
+    def record_score(trainer, _) -> None:
+        if not trainer.sanity_checking:
+            scores.append(float(trainer.callback_metrics["val/vampe"]))
+
+    record = LambdaCallback(on_validation_end=record_score)
+    trainer = L.Trainer(max_epochs=3, accelerator="cpu", logger=False, enable_progress_bar=False,
+                        callbacks=[best, record], default_root_dir=tmp_path)  # fmt: skip
+    trainer.fit(model, data)
+    expected = KoopmanEstimator.from_module(model).fit(data).score(data, split="val")
+    assert float(trainer.callback_metrics["val/vampe"]) == pytest.approx(expected["vampe"], rel=1e-6)
+    assert float(trainer.callback_metrics["val/vamp2"]) == pytest.approx(expected["vamp2"], rel=1e-6)
+    assert 1.0 < expected["vamp2"] <= 4.0 and expected["vampe"] <= expected["vamp2"]
+    assert len(scores) == 3 and float(best.best_model_score) == pytest.approx(max(scores), rel=1e-6)
 
 
 @pytest.mark.slow
