@@ -1,9 +1,10 @@
-"""``ArrayDataModule``: lagged pairs of plain state trajectories (a simulated system or an ``.npz`` file)."""
+"""``ArrayDataModule``: lagged pairs of plain state trajectories (a simulated system, an ``.npz`` file or arrays)."""
 
 from __future__ import annotations
 
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -18,8 +19,9 @@ from sciml.data.systems.base import StochasticSystem
 class ArrayDataModule(SplitDataModule):
     """Pairs ``(x_t, x_{t+lagtime})`` from state trajectories, split without crossing trajectories.
 
-    Give exactly one source: ``system`` (simulated here with ``n_steps``, ``n_trajectories``, ``seed``)
-    or ``path`` (an ``.npz`` with ``trajectories`` of shape (n_trajectories, T, d) or (T, d)).
+    Give exactly one source: ``system`` (simulated here with ``n_steps``, ``n_trajectories``, ``seed``),
+    ``path`` (an ``.npz`` with ``trajectories`` of shape (n_trajectories, T, d) or (T, d)) or ``states``
+    (in memory: one (T, d) array or tensor, or a list of them, one per trajectory; not stored in hparams).
 
     Args:
         lagtime: lag in sampling steps.
@@ -42,12 +44,14 @@ class ArrayDataModule(SplitDataModule):
         eval_batch_size: int | None = None,
         num_workers: int = 0,
         split_mode: str = "auto",
+        states: Any = None,
     ) -> None:
         super().__init__()
-        if (system is None) == (path is None):
-            raise DataError("ArrayDataModule needs exactly one of `system` or `path`")
-        self.save_hyperparameters(ignore=["system"])
+        if sum(source is not None for source in (system, path, states)) != 1:
+            raise DataError("ArrayDataModule needs exactly one of `system`, `path` or `states`")
+        self.save_hyperparameters(ignore=["system", "states"])
         self.system, self.path, self.n_steps, self.n_trajectories = system, path, n_steps, n_trajectories
+        self.states = states
         self.lagtime, self.split, self.seed = lagtime, split, seed
         self.batch_size, self.eval_batch_size = batch_size, eval_batch_size or batch_size
         self.num_workers = num_workers
@@ -58,6 +62,8 @@ class ArrayDataModule(SplitDataModule):
         if self.system is not None:
             states = self.system.simulate(self.n_steps, seed=self.seed, n_trajectories=self.n_trajectories)
             source = type(self.system).__name__
+        elif self.states is not None:
+            states, source = _in_memory(self.states), "states"
         else:
             source = self.path
             states = _load_npz(Path(self.path))
@@ -74,6 +80,16 @@ class ArrayDataModule(SplitDataModule):
         if index.shape[0] == 0:
             raise DataError(f"the '{name}' split has no lagged pairs (lagtime={self.lagtime})")
         return ArrayPairs(self.trajectories, index, self.lagtime)
+
+
+def _in_memory(states) -> list[np.ndarray]:
+    """One (T, d) array or a list of them -> a list of float arrays, each checked (finite, 2-D)."""
+    arrays = [states] if getattr(states, "ndim", None) == 2 else list(states)
+    arrays = [np.asarray(torch.as_tensor(a).detach().cpu(), dtype=float) for a in arrays]
+    for index, array in enumerate(arrays):
+        if array.ndim != 2 or not np.all(np.isfinite(array)):
+            raise DataError(f"states[{index}] must be a finite (T, d) array, got shape {array.shape}")
+    return arrays
 
 
 def _load_npz(path: Path) -> np.ndarray:

@@ -12,6 +12,7 @@ from ase.calculators.calculator import all_changes
 
 from sciml.calculators import SciMLCalculator
 from sciml.cli import main
+from sciml.commands.export import main as export_main
 from tests.conftest import ROOT
 
 pytest.importorskip("metatomic.torch")
@@ -33,7 +34,7 @@ def exported(quickstart_run, tmp_path_factory):
     """(checkpoint, exported file) of the quickstart model."""
     _, checkpoint = quickstart_run
     out = tmp_path_factory.mktemp("export") / "model.pt"
-    summary = main(["export", str(checkpoint), str(out)])
+    summary = export_main([str(checkpoint), str(out)])
     assert summary["kernels"] == "reference" and summary["trace_error"] < 1e-12
     return checkpoint, out
 

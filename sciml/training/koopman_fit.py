@@ -1,0 +1,77 @@
+"""``fit_koopman``: Koopman singular functions from trajectories in one call, without configs.
+
+    from sciml.training import fit_koopman
+    estimator = fit_koopman(X, lagtime=2, k=8)                                   # X: (T, d) array(s)
+    estimator = fit_koopman("run.traj", lagtime=2, k=6, encoder="molecular")     # ASE trajectory file(s)
+    estimator.singular_values, estimator.timescales(time_step=0.1), estimator.predict(x0, 10)
+
+It builds the data module, the encoder, a :class:`KoopmanModule` with the nested LoRA loss, trains it with
+Lightning on the CPU (or ``accelerator``) and returns the :class:`~sciml.koopman.KoopmanEstimator` fitted on
+the training split (its ``lagtime`` is the data's). For anything beyond, use ``sciml fit --config``.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+
+import lightning as L
+import torch
+
+from sciml.data import ArrayDataModule, AtomsDataModule
+from sciml.koopman import KoopmanEstimator, LoRALoss, MLPEncoder, MolecularEncoder
+from sciml.training.koopman_module import KoopmanModule
+
+ENCODERS = ("mlp", "molecular")
+
+
+def fit_koopman(
+    data,
+    lagtime: int = 1,
+    k: int = 8,
+    encoder: str | None = None,
+    epochs: int = 20,
+    batch_size: int | None = None,
+    lr: float = 1e-3,
+    loss: torch.nn.Module | None = None,
+    cutoff: float = 5.0,
+    seed: int = 0,
+    encoder_options: dict | None = None,
+    trainer_options: dict | None = None,
+) -> KoopmanEstimator:
+    """Train k singular functions (the constant included) at ``lagtime`` frames and return the estimator.
+
+    Args:
+        data: state trajectories, one (T, d) array / tensor or a list of them (split into train / val / test
+            80/10/10 without crossing trajectories), or the path(s) of ASE trajectory files (.traj, extxyz).
+        encoder: ``"mlp"`` (states; default for arrays: MLP 64-64) or ``"molecular"`` (atom positions: the
+            E2Former backbone, invariant; default for files). ``encoder_options``: its keyword arguments.
+        epochs, batch_size (default 256 for arrays, 32 for files), lr (Adam), loss (default nested LoRA, joint
+        nesting), cutoff (Å, molecular), seed. ``trainer_options``: extra ``lightning.Trainer`` arguments.
+    """
+    files = isinstance(data, str | Path) or (isinstance(data, list | tuple) and isinstance(data[0], str | Path))
+    encoder = encoder or ("molecular" if files else "mlp")
+    if encoder not in ENCODERS:
+        raise ValueError(f"unknown encoder '{encoder}'; choose one of {ENCODERS}")
+    if k < 2:
+        raise ValueError(f"k counts the constant function: at least 2, got {k}")
+    L.seed_everything(seed, verbose=False)
+    options = dict(encoder_options or {})
+    if files:
+        paths = [str(p) for p in ([data] if isinstance(data, str | Path) else data)]
+        module_data = AtomsDataModule(paths, cutoff=cutoff, lagtime=lagtime, batch_size=batch_size or 32, seed=seed)
+    else:
+        module_data = ArrayDataModule(states=data, lagtime=lagtime, batch_size=batch_size or 256, seed=seed)
+    if encoder == "molecular":
+        if not files:
+            raise ValueError("the molecular encoder needs ASE trajectory files")
+        network = MolecularEncoder(module_data.species, module_data.cutoff, k - 1, **options)
+    else:
+        if files:
+            raise ValueError("the mlp encoder needs state arrays; for trajectory files use encoder='molecular'")
+        network = MLPEncoder(module_data.trajectories[0].shape[1], k - 1, **options)
+    model = KoopmanModule(network, loss=loss or LoRALoss(), optimizer=partial(torch.optim.Adam, lr=lr), lagtime=lagtime)
+    settings = {"max_epochs": epochs, "accelerator": "cpu", "logger": False, "enable_checkpointing": False}
+    settings |= {"enable_progress_bar": False, "enable_model_summary": False, **(trainer_options or {})}
+    L.Trainer(**settings).fit(model, module_data)
+    return KoopmanEstimator.from_module(model).fit(module_data)
