@@ -17,7 +17,7 @@ Evaluation through each model's ASE calculator (``_accuracy_eval.py``): energy M
 RMSE per test half, and the energy drift of an NVE run (velocity Verlet, 0.5 fs, from the first valid
 frame with 500 K velocities).
 
-    python scripts/bench_accuracy.py [--budget 40] [--md-ps 10] [--out runs/bench_accuracy]
+    python scripts/bench_accuracy.py [--budget 40] [--md-ps 10] [--out runs/bench_accuracy] [--resume]
     python scripts/bench_accuracy.py --ablation 10     # E2Former options, 10 minutes each
 
 Last line: RESULT force_mae_ratio_vs_mace=<x> energy_mae_ratio_vs_mace=<x> nve_drift_mev_per_atom_ps=<x>
@@ -223,21 +223,35 @@ def main() -> None:
     parser.add_argument("--epochs-e2former", type=int, help="skip the probe epoch")
     parser.add_argument("--epochs-mace", type=int, help="skip the probe epoch")
     parser.add_argument("--ablation", type=float, help="instead: train each E2Former variant for this many minutes")
+    parser.add_argument("--resume", action="store_true", help="reuse a model's finished stage (its stage.json)")
     args = parser.parse_args()
-    out = Path(args.out)
+    out = Path(args.out).resolve()  # MACE runs in its own folder: relative paths would break
     out.mkdir(parents=True, exist_ok=True)
     generate_data()
     if args.ablation:
         ablation(out / "ablation", args.ablation * 60)
         return
     budget = args.budget * 60
+
+    def e2former_stage() -> dict:
+        checkpoint, epochs, seconds = train_e2former(out / "e2former", budget, args.epochs_e2former)
+        result = evaluate("sciml", checkpoint, sys.executable, args.md_ps, out / "e2former" / "eval.log")
+        return {**result, "training": {"epochs": epochs, "seconds": seconds}}
+
+    def mace_stage() -> dict:
+        model, epochs, seconds = train_mace(out / "mace", budget, args.epochs_mace)
+        result = evaluate("mace", model, str(mace_python()), args.md_ps, out / "mace" / "eval.log")
+        return {**result, "training": {"epochs": epochs, "seconds": seconds}}
+
     results = {}
-    checkpoint, epochs, seconds = train_e2former(out / "e2former", budget, args.epochs_e2former)
-    results["E2Former"] = evaluate("sciml", checkpoint, sys.executable, args.md_ps, out / "e2former" / "eval.log")
-    results["E2Former"]["training"] = {"epochs": epochs, "seconds": seconds}
-    model, epochs, seconds = train_mace(out / "mace", budget, args.epochs_mace)
-    results["MACE"] = evaluate("mace", model, str(mace_python()), args.md_ps, out / "mace" / "eval.log")
-    results["MACE"]["training"] = {"epochs": epochs, "seconds": seconds}
+    for name, stage in (("E2Former", e2former_stage), ("MACE", mace_stage)):
+        record = out / name.lower() / "stage.json"
+        if args.resume and record.exists():
+            print(f"reusing {record}", flush=True)
+            results[name] = json.loads(record.read_text())
+        else:
+            results[name] = stage()
+            record.write_text(json.dumps(results[name], indent=1))
     (out / "results.json").write_text(json.dumps(results, indent=1))
 
     print(f"\nbudget {args.budget:g} min per model, 2 CPU cores, float64; test errors per half (meV/atom, meV/Å):")

@@ -19,6 +19,8 @@ trace is checked against the Python model on a periodic probe of another size (e
 a model whose code a trace cannot capture is refused instead of written.
 """
 
+import contextlib
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Dict, List, Optional  # noqa: UP035 (TorchScript and metatomic read these annotations)
@@ -26,20 +28,43 @@ from typing import Dict, List, Optional  # noqa: UP035 (TorchScript and metatomi
 import numpy as np
 import torch
 from ase import Atoms
-from metatensor.torch import Labels, TensorBlock, TensorMap
-from metatomic.torch import (
-    AtomisticModel,
-    ModelCapabilities,
-    ModelMetadata,
-    ModelOutput,
-    NeighborListOptions,
-    System,
-)
 from torch import nn
 
 from sciml.calculators.checkpoint import load_model
 from sciml.data.neighbours import radius_graph
 from sciml.equivariant.operations import KernelModule
+
+
+@contextlib.contextmanager
+def _unpatched_index_select():
+    """PyG (torch_geometric 2.8, ``hash_tensor``) replaces ``torch.index_select`` with a Python wrapper that
+    TorchScript cannot compile, and metatensor scripts functions calling it at import: import metatensor
+    and metatomic with the original in place (it is put back afterwards)."""
+    patched = torch.index_select
+    pyg = sys.modules.get("torch_geometric.hash_tensor")
+    original = getattr(pyg, "_old_index_select", None)
+    if original is not None:
+        torch.index_select = original
+    try:
+        yield
+    finally:
+        torch.index_select = patched
+
+
+with _unpatched_index_select():
+    from metatensor.torch import Labels, TensorBlock, TensorMap
+    from metatomic.torch import (
+        AtomisticModel,
+        ModelCapabilities,
+        ModelMetadata,
+        ModelOutput,
+        NeighborListOptions,
+        System,
+    )
+
+    with contextlib.suppress(ImportError):  # metatomic's ASE calculator, if installed: same import-time scripting
+        import metatomic_ase  # noqa: F401
+
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 TOLERANCE = {torch.float32: 1e-4, torch.float64: 1e-9}  # relative, energy and forces, trace vs Python
