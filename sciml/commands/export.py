@@ -34,7 +34,7 @@ def main(args: list[str]) -> dict:
             f"sciml export needs metatomic-torch ({error}): pip install 'sciml[export]' "
             "(metatomic-torch==0.1.19 metatomic-ase==0.1.4)"
         ) from error
-    summary = export_metatomic(options.checkpoint, options.out, options.dtype, use_ema=not options.no_ema)
+    summary = export_metatomic(options.checkpoint, options.out, options.dtype, not options.no_ema, options.overwrite)
     print(
         f"wrote {options.out}: metatomic AtomisticModel, {options.dtype}, cutoff {summary['cutoff']:g} Å, "
         f"species {summary['species']}; kernels: pure-PyTorch reference ops (the compiled sciml:: kernels are "

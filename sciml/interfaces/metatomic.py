@@ -31,6 +31,7 @@ from ase import Atoms
 from torch import nn
 
 from sciml.calculators.checkpoint import load_model
+from sciml.data.files import AtomicOutput
 from sciml.data.neighbours import radius_graph
 from sciml.equivariant.operations import KernelModule
 
@@ -207,15 +208,17 @@ def check_trace(traced, eager: nn.Module, atoms: Atoms, cutoff: float, dtype: to
 
 
 def export_metatomic(
-    checkpoint: str | Path, out: str | Path, dtype: str = "float64", use_ema: bool = True
+    checkpoint: str | Path, out: str | Path, dtype: str = "float64", use_ema: bool = True, overwrite: bool = False
 ) -> dict[str, float | str]:
-    """Write ``out`` (a metatomic ``AtomisticModel``, TorchScript) from a ``sciml fit`` checkpoint.
+    """Write ``out`` (a metatomic ``AtomisticModel``, TorchScript) from a ``sciml fit`` checkpoint, atomically
+    (complete or not at all); an existing ``out`` is refused unless ``overwrite``.
 
     Returns a summary: the kernels used (``"reference"``), the trace check's relative error, cutoff and
     species. Raises :class:`ExportError` if the trace does not reproduce the model.
     """
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got '{dtype}'")
+    output = AtomicOutput(out, overwrite, "--overwrite")
     torch_dtype = DTYPES[dtype]
     model = use_reference_kernels(load_model(checkpoint, "cpu", use_ema)).to(torch_dtype)
     species, cutoff = [int(z) for z in model.species], float(model.cutoff)
@@ -236,6 +239,6 @@ def export_metatomic(
         description=f"exported by sciml from {Path(checkpoint).name}: energies in eV, cutoff {cutoff:g} Å",
     )
     exported = AtomisticModel(MetatomicPotential(traced, species, cutoff).eval(), metadata, capabilities)
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    exported.save(str(out))
+    with output as temporary:
+        exported.save(str(temporary))
     return {"kernels": "reference", "trace_error": error, "cutoff": cutoff, "species": str(species)}
