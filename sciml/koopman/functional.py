@@ -111,14 +111,6 @@ def whitened_correlation(f: torch.Tensor, g: torch.Tensor, epsilon: float = 1e-6
     return whiten_f @ c_fg @ whiten_g
 
 
-def _pinv_sqrt(matrix: torch.Tensor) -> torch.Tensor:
-    """Pseudo-inverse square root, eigenvalues below lambda_max k eps_machine treated as zero (published VAMP-1)."""
-    values, vectors = torch.linalg.eigh(matrix)
-    threshold = values.max() * values.shape[0] * torch.finfo(values.dtype).eps
-    inverse = torch.where(values > threshold, values.clamp_min(threshold).rsqrt(), torch.zeros_like(values))
-    return (vectors * inverse) @ vectors.T
-
-
 def vamp_score(
     f: torch.Tensor,
     g: torch.Tensor,
@@ -146,7 +138,9 @@ def vamp_score(
         forward = torch.linalg.lstsq(c_f, c_fg).solution
         backward = torch.linalg.lstsq(c_g, c_fg.T).solution
         return torch.trace(forward @ backward)
-    return torch.linalg.matrix_norm(_pinv_sqrt(c_f) @ c_fg @ _pinv_sqrt(c_g), ord="nuc")
+    # published VAMP-1: pseudo-inverse square roots, eigenvalues below lambda_max k eps_machine dropped
+    whiten_f, whiten_g = (sym_inverse(c, c.shape[0] * torch.finfo(c.dtype).eps, sqrt=True) for c in (c_f, c_g))
+    return torch.linalg.matrix_norm(whiten_f @ c_fg @ whiten_g, ord="nuc")
 
 
 def vamp_loss(
