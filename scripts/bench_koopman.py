@@ -1,23 +1,37 @@
-"""Nested LoRA against VAMPnet (VAMP-2) and DPNet on the same data, encoder and optimiser.
+"""Koopman losses as published and as sciml's options, side by side, plus alanine-dipeptide slow modes.
 
 Systems with exact spectra: the 1-D Ornstein-Uhlenbeck process (theta 1, lag 0.5: sigma_n = exp(-n/2)) and
 the noisy logistic map (r 4, cos^20 noise; singular values 1, .923, .892, .696, .657, eigenvalues 1,
--0.1933 +- 0.1909i, ...). For each loss, k in {8, 32, 64} (constant included), batch in {96, 256} and
-3 seeds, the encoders are trained for ``--steps`` Adam steps, then the KoopmanEstimator (float64 moments
-on the training pairs, CCA) gives:
+-0.1933 +- 0.1909i, ...). Losses, each in its published setting (the NeuralKoopmanSVD code) and ours:
+
+- nested LoRA (joint nesting): ``ustat`` (ours, unbiased) and ``plugin`` (the official same-batch plug-in);
+- VAMP-2: published (centred covariances, least-squares whitening) and ours (raw moments with the constant,
+  regularised eigendecomposition, deeptime's number);
+- DPNet: published (relaxed, centred, regulariser mean_i(...) weighted 0.5 gamma, gamma 1) and the former
+  sciml setting (strict score, raw moments, regulariser summed over the k eigenvalues weighted 0.01).
+
+For each, k in {8, 20, 64} (constant included), batch in {96, 256} and 3 seeds, the encoders are trained for
+``--steps`` Adam steps on the first 80 % of the trajectory, then the KoopmanEstimator (float64 moments on the
+training pairs, CCA) gives:
 
 - top-5 singular-value error: max_i |sigma_hat_i - sigma_i|, i <= 5;
+- held-out VAMP-E: the last 20 % of the trajectory (pairs never seen in training) projected on the training
+  CCA (``KoopmanEstimator.score``; 1 for the constant alone, at most sum_i sigma_i^2 of the exact top k);
 - (logistic map) directed Hausdorff distance from all k learned eigenvalues (aligned Koopman matrix) to
   the 21 exact ones, and the error of the leading complex pair;
-  ("pair r": the same from the Koopman matrix of the singular triplets with sigma_hat > 0.1 only);
 - NaN runs: a non-finite loss or estimate at any point; step time: median seconds per optimisation step.
 
-    python scripts/bench_koopman.py                 # full grid, ~35 min on 2 CPU cores
-    python scripts/bench_koopman.py --quick         # k 8 and 64, batch 96 and 256, 1 seed, fewer steps
+Then the Prinz potential at lag 0.02 (joint vs sequential nesting, ``--prinz-epochs``) and alanine dipeptide
+(``_koopman_alanine.py``): the E2Former encoder and an inverse-distance MLP against a deeptime MSM and a linear
+VAMP on the dihedrals (``--alanine-epochs``; 0 skips either).
 
-Ends with ``RESULT lora_sval_err_ou=.. lora_sval_err_logistic=.. lora_nan_runs=.. vamp_nan_runs=..
-dpnet_nan_runs=.. step_time_ratio_vamp_over_lora_k64=..``; the errors are the worst over (k, batch) of the
-median over seeds.
+    python scripts/bench_koopman.py                          # full grid and alanine, ~80 min on 2 CPU cores
+    python scripts/bench_koopman.py --quick                  # k 8 and 64, 1 seed, 1500 steps, alanine 4 epochs
+
+Ends with ``RESULT lora_sval_err_logistic_k20=.. lora_heldout_vampe_logistic=.. dpnet_published_nan_runs=..
+vamp_published_nan_runs=.. alanine_sigma2_heldout=.. alanine_its_ratio_vs_msm=..``: the LoRA (ours) values are
+the worst over batch sizes of the median over seeds at k = 20, the NaN counts are over every run of the
+published setting, the alanine values are the E2Former encoder's.
 """
 
 from __future__ import annotations
@@ -30,12 +44,21 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from sciml.data.systems import NoisyLogisticMap, OrnsteinUhlenbeck
+from sciml.data.systems import NoisyLogisticMap, OrnsteinUhlenbeck, PrinzPotential
 from sciml.koopman import DPNetLoss, KoopmanEstimator, LoRALoss, MLPEncoder, VAMPLoss
 from sciml.koopman.functional import with_constant
+from sciml.training import fit_koopman
 
 ROOT = Path(__file__).resolve().parents[1]
-LOSSES = {"lora": LoRALoss, "vamp": VAMPLoss, "dpnet": DPNetLoss}
+FORMER_DPNET = {"metric_weight": 0.02, "relaxed": False, "center": False, "reduction": "sum", "whitening": "eigh"}
+SETTINGS = {  # (loss, setting) -> loss module factory
+    ("lora", "ours"): lambda: LoRALoss(estimator="ustat"),
+    ("lora", "published"): lambda: LoRALoss(estimator="plugin"),
+    ("vamp", "published"): lambda: VAMPLoss(),
+    ("vamp", "ours"): lambda: VAMPLoss(whitening="eigh", center=False),
+    ("dpnet", "published"): lambda: DPNetLoss(),
+    ("dpnet", "ours"): lambda: DPNetLoss(epsilon=1e-6, **FORMER_DPNET),
+}
 
 
 def system_data(name: str) -> tuple[torch.Tensor, np.ndarray, np.ndarray | None]:
@@ -66,12 +89,13 @@ def pair_error(learned: np.ndarray, exact: np.ndarray) -> float:
     return float(np.abs(learned[1:3, None] - exact[None, 1:3]).min(axis=1).max())
 
 
-def run(system: str, loss_name: str, k: int, batch: int, seed: int, steps: int, states, exact_svals, exact_eigs):
+def run(system: str, setting: tuple, k: int, batch: int, seed: int, steps: int, states, exact_svals, exact_eigs):
     torch.manual_seed(seed)
     n_train = int(0.8 * (len(states) - 1))
     x, y = states[:n_train], states[1 : n_train + 1]
+    held_out = (states[n_train + 1 : -1], states[n_train + 2 :])  # pairs after the training ones
     f, g = make_encoder(system, k), make_encoder(system, k)
-    loss_fn = LOSSES[loss_name]()
+    loss_fn = SETTINGS[setting]()
     optimizer = torch.optim.Adam([*f.parameters(), *g.parameters()], lr=1e-3)
     generator = torch.Generator().manual_seed(seed)
     times, finite = [], True
@@ -87,13 +111,14 @@ def run(system: str, loss_name: str, k: int, batch: int, seed: int, steps: int, 
             finite = False
             break
     row = {"nan": not finite, "step_ms": 1e3 * statistics.median(times), "sval_err": float("nan")}
-    row.update(hausdorff=float("nan"), pair_err=float("nan"), pair_err_truncated=float("nan"))
+    row.update(vampe=float("nan"), hausdorff=float("nan"), pair_err=float("nan"), pair_err_truncated=float("nan"))
     if not finite:
         return row
     try:
         estimator = KoopmanEstimator(f, g).fit((x, y))
         svals = estimator.singular_values.numpy()
         eigs = estimator.eigenvalues().numpy()
+        row["vampe"] = estimator.score(held_out)["vampe"]
     except (RuntimeError, torch.linalg.LinAlgError):
         row["nan"] = True
         return row
@@ -116,61 +141,117 @@ def _median(values: list[float]) -> float:
     return float(np.median(finite)) if finite else float("nan")
 
 
+def worst_median(results: dict, key: str, system: str, setting: tuple, k: int, worst=max) -> float:
+    """Worst over batch sizes of the median over seeds of ``key`` (nan when no such runs)."""
+    chosen = [rows for run_key, rows in results.items() if run_key[:3] == (system, setting, k)]
+    medians = [_median([r[key] for r in rows]) for rows in chosen]
+    return worst(medians) if medians else float("nan")
+
+
+def alanine_rows(epochs: int) -> dict[str, dict[str, float]]:
+    """The alanine-dipeptide comparison (see ``_koopman_alanine.py``), printed as it goes."""
+    import _koopman_alanine as alanine
+
+    phi, psi = alanine.dihedrals()
+    n_train = int(alanine.SPLIT[0] * len(phi))
+    test = slice(int((alanine.SPLIT[0] + alanine.SPLIT[1]) * len(phi)), None)
+    msm_ps = alanine.msm_timescale(phi, psi, n_train)
+    rows = {"dihedral VAMP": {**alanine.dihedral_vamp(phi, psi, n_train, test), "seconds": 0.0}}
+    rows["dihedral VAMP"]["its_ratio"] = rows["dihedral VAMP"]["its_ps"] / msm_ps
+    print(
+        f"\nalanine dipeptide, lag {alanine.LAG} frames ({alanine.LAG * alanine.FRAME_PS:g} ps); "
+        f"deeptime MSM (100 k-means states on phi, psi, training frames): slowest timescale {msm_ps:.1f} ps"
+    )
+    print(
+        f"{'model':>16} {'train s':>8} {'sigma2':>7} {'held-out':>8} {'VAMP-E test':>11} {'ITS ps':>7} "
+        f"{'/ MSM':>6} {'CK err':>7} {'CK':>5} {'|corr|':>6}"
+    )
+    for kind in ("distances", "e2former"):
+        estimator, seconds = alanine.train(kind, epochs)
+        rows[kind] = {**alanine.evaluate(estimator, phi, msm_ps), "seconds": seconds}
+    for name, row in rows.items():
+        ck = "pass" if row.get("ck_passed") == 1.0 else ("fail" if "ck_passed" in row else "-")
+        print(
+            f"{name:>16} {row['seconds']:>8.0f} {row['sigma2']:>7.3f} {row['sigma2_heldout']:>8.3f} "
+            f"{row['vampe_heldout']:>11.3f} {row['its_ps']:>7.1f} {row['its_ratio']:>6.3f} "
+            f"{row.get('ck_max_err', float('nan')):>7.3f} {ck:>5} {row.get('corr_sign_phi', float('nan')):>6.3f}",
+            flush=True,
+        )
+    return rows
+
+
+def prinz_rows(epochs: int) -> None:
+    """Prinz potential at lag 0.02 (data/systems/prinz_fine.npz): eigenvalues and raw per-function correlations
+    (no CCA) of joint and sequential nesting against the exact generator's exp(0.02 lambda_i), printed."""
+    with np.load(ROOT / "data" / "systems" / "prinz_fine.npz") as archive:
+        trajectories, dt = list(archive["trajectories"]), float(archive["dt"])
+    exact = PrinzPotential(dt=dt).eigenvalues(1, 8).real
+    print(f"\nPrinz potential, lag {dt:g}, k 8, MLP 64-64 tanh, {epochs} epochs, batch 512, Adam 3e-3")
+    print(f"{'':>24}" + "".join(f"{i:>8}" for i in range(1, 9)))
+    print(f"{'exact exp(lag l_i)':>24}" + "".join(f"{v:>8.4f}" for v in exact))
+    for nesting in ("seq", "jnt"):
+        options = {"hidden": (64, 64), "activation": "tanh"}
+        estimator = fit_koopman(
+            trajectories, 1, 8, epochs=epochs, batch_size=512, lr=3e-3, loss=LoRALoss(nesting), encoder_options=options
+        )
+        moments = estimator.moments
+        cross, left, right = (moments.mean(key).diagonal().numpy() for key in ("fg_01", "ff_00", "gg_11"))
+        print(f"{nesting + ' eigenvalues':>24}" + "".join(f"{v:>8.4f}" for v in estimator.eigenvalues().real.numpy()))
+        print(f"{nesting + ' raw corr(f_i, g_i)':>24}" + "".join(f"{v:>8.4f}" for v in cross / np.sqrt(left * right)))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--ks", type=int, nargs="+", default=[8, 32, 64])
+    parser.add_argument("--ks", type=int, nargs="+", default=[8, 20, 64])
     parser.add_argument("--batches", type=int, nargs="+", default=[96, 256])
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--systems", nargs="+", default=["ou", "logistic"])
-    parser.add_argument("--quick", action="store_true", help="k 8 and 64, 1 seed, 1500 steps")
+    parser.add_argument("--alanine-epochs", type=int, default=12, help="0 skips the alanine comparison")
+    parser.add_argument("--prinz-epochs", type=int, default=40, help="0 skips the Prinz nesting table")
+    parser.add_argument("--quick", action="store_true", help="k 8 and 64, 1 seed, 1500 steps, 4-5 epochs after")
     args = parser.parse_args()
     if args.quick:
         args.ks, args.seeds, args.steps = [8, 64], 1, 1500
+        args.alanine_epochs, args.prinz_epochs = min(args.alanine_epochs, 4), min(args.prinz_epochs, 5)
     torch.set_num_threads(max(1, torch.get_num_threads()))
     print(f"threads={torch.get_num_threads()} steps={args.steps} Adam lr 1e-3, seeds={args.seeds}")
-    header = (
-        f"{'system':>8} {'loss':>6} {'k':>3} {'B':>4} {'sval err':>9} {'Hausdorff':>9} "
-        f"{'pair err':>9} {'pair r':>7} {'NaN':>4} {'step ms':>8}"
+    print(
+        f"{'system':>8} {'loss':>6} {'setting':>9} {'k':>3} {'B':>4} {'sval err':>9} {'VAMP-E test':>11} "
+        f"{'Hausdorff':>9} {'pair err':>9} {'pair r':>7} {'NaN':>4} {'step ms':>8}"
     )
-    print(header)
     results: dict[tuple, list[dict]] = {}
     for system in args.systems:
         states, exact_svals, exact_eigs = system_data(system)
         for k in args.ks:
             for batch in args.batches:
-                for loss_name in LOSSES:
+                for setting in SETTINGS:
                     rows = [
-                        run(system, loss_name, k, batch, seed, args.steps, states, exact_svals, exact_eigs)
+                        run(system, setting, k, batch, seed, args.steps, states, exact_svals, exact_eigs)
                         for seed in range(args.seeds)
                     ]
-                    results[system, loss_name, k, batch] = rows
+                    results[system, setting, k, batch] = rows
                     med = {key: _median([r[key] for r in rows]) for key in rows[0] if key != "nan"}
                     print(
-                        f"{system:>8} {loss_name:>6} {k:>3} {batch:>4} {med['sval_err']:>9.4f} "
-                        f"{med['hausdorff']:>9.4f} {med['pair_err']:>9.4f} {med['pair_err_truncated']:>7.4f} "
-                        f"{sum(r['nan'] for r in rows):>4} "
-                        f"{med['step_ms']:>8.2f}",
+                        f"{system:>8} {setting[0]:>6} {setting[1]:>9} {k:>3} {batch:>4} {med['sval_err']:>9.4f} "
+                        f"{med['vampe']:>11.4f} {med['hausdorff']:>9.4f} {med['pair_err']:>9.4f} "
+                        f"{med['pair_err_truncated']:>7.4f} {sum(r['nan'] for r in rows):>4} {med['step_ms']:>8.2f}",
                         flush=True,
                     )
-
-    def worst_lora_error(system: str) -> float:
-        keys = [key for key in results if key[0] == system and key[1] == "lora"]
-        return max(statistics.median(r["sval_err"] for r in results[key]) for key in keys) if keys else float("nan")
+    if args.prinz_epochs:
+        prinz_rows(args.prinz_epochs)
+    alanine = alanine_rows(args.alanine_epochs)["e2former"] if args.alanine_epochs else {}
 
     def nan_runs(loss_name: str) -> int:
-        return sum(r["nan"] for key, rows in results.items() if key[1] == loss_name for r in rows)
+        return sum(r["nan"] for key, rows in results.items() if key[1] == (loss_name, "published") for r in rows)
 
-    def step_time(loss_name: str, k: int) -> float:
-        rows = [r for key, rs in results.items() if key[1] == loss_name and key[2] == k for r in rs]
-        return statistics.median(r["step_ms"] for r in rows) if rows else float("nan")
-
-    k_max = max(args.ks)
-    errors = {system: worst_lora_error(system) for system in ("ou", "logistic")}
+    lora = ("lora", "ours")
     print(
-        f"RESULT lora_sval_err_ou={errors['ou']:.4f} lora_sval_err_logistic={errors['logistic']:.4f} "
-        f"lora_nan_runs={nan_runs('lora')} vamp_nan_runs={nan_runs('vamp')} dpnet_nan_runs={nan_runs('dpnet')} "
-        f"step_time_ratio_vamp_over_lora_k{k_max}={step_time('vamp', k_max) / step_time('lora', k_max):.3f}"
+        f"RESULT lora_sval_err_logistic_k20={worst_median(results, 'sval_err', 'logistic', lora, 20):.4f} "
+        f"lora_heldout_vampe_logistic={worst_median(results, 'vampe', 'logistic', lora, 20, worst=min):.4f} "
+        f"dpnet_published_nan_runs={nan_runs('dpnet')} vamp_published_nan_runs={nan_runs('vamp')} "
+        f"alanine_sigma2_heldout={alanine.get('sigma2_heldout', float('nan')):.4f} "
+        f"alanine_its_ratio_vs_msm={alanine.get('its_ratio', float('nan')):.4f}"
     )
 
 

@@ -15,14 +15,15 @@ from __future__ import annotations
 from functools import partial
 from pathlib import Path
 
+import ase.io
 import lightning as L
 import torch
 
 from sciml.data import ArrayDataModule, AtomsDataModule
-from sciml.koopman import KoopmanEstimator, LoRALoss, MLPEncoder, MolecularEncoder
+from sciml.koopman import DistanceEncoder, KoopmanEstimator, LoRALoss, MLPEncoder, MolecularEncoder, heavy_atoms
 from sciml.training.koopman_module import KoopmanModule
 
-ENCODERS = ("mlp", "molecular")
+ENCODERS = ("mlp", "molecular", "distances")
 
 
 def fit_koopman(
@@ -38,16 +39,22 @@ def fit_koopman(
     seed: int = 0,
     encoder_options: dict | None = None,
     trainer_options: dict | None = None,
+    share_encoders: bool = False,
 ) -> KoopmanEstimator:
     """Train k singular functions (the constant included) at ``lagtime`` frames and return the estimator.
 
     Args:
         data: state trajectories, one (T, d) array / tensor or a list of them (split into train / val / test
             80/10/10 without crossing trajectories), or the path(s) of ASE trajectory files (.traj, extxyz).
-        encoder: ``"mlp"`` (states; default for arrays: MLP 64-64) or ``"molecular"`` (atom positions: the
-            E2Former backbone, invariant; default for files). ``encoder_options``: its keyword arguments.
+        encoder: ``"mlp"`` (states; default for arrays: MLP 64-64), ``"molecular"`` (atom positions: the
+            E2Former backbone, invariant; default for files) or ``"distances"`` (an MLP on the inverse
+            distances between the heavy atoms of the first frame; frames of one molecule).
+            ``encoder_options``: its keyword arguments.
         epochs, batch_size (default 256 for arrays, 32 for files), lr (Adam), loss (default nested LoRA, joint
         nesting), cutoff (Å, molecular), seed. ``trainer_options``: extra ``lightning.Trainer`` arguments.
+        share_encoders: one encoder for f and g (reversible dynamics sampled at equilibrium, e.g. molecular
+            dynamics: left and right singular functions coincide, and the eigenvalues follow the singular
+            values); default two encoders.
     """
     files = isinstance(data, str | Path) or (isinstance(data, list | tuple) and isinstance(data[0], str | Path))
     encoder = encoder or ("molecular" if files else "mlp")
@@ -62,15 +69,20 @@ def fit_koopman(
         module_data = AtomsDataModule(paths, cutoff=cutoff, lagtime=lagtime, batch_size=batch_size or 32, seed=seed)
     else:
         module_data = ArrayDataModule(states=data, lagtime=lagtime, batch_size=batch_size or 256, seed=seed)
+    if encoder != "mlp" and not files:
+        raise ValueError(f"the {encoder} encoder needs ASE trajectory files")
     if encoder == "molecular":
-        if not files:
-            raise ValueError("the molecular encoder needs ASE trajectory files")
         network = MolecularEncoder(module_data.species, module_data.cutoff, k - 1, **options)
+    elif encoder == "distances":
+        network = DistanceEncoder(heavy_atoms(ase.io.read(paths[0], index=0).numbers), k - 1, **options)
     else:
         if files:
             raise ValueError("the mlp encoder needs state arrays; for trajectory files use encoder='molecular'")
         network = MLPEncoder(module_data.trajectories[0].shape[1], k - 1, **options)
-    model = KoopmanModule(network, loss=loss or LoRALoss(), optimizer=partial(torch.optim.Adam, lr=lr), lagtime=lagtime)
+    optimizer = partial(torch.optim.Adam, lr=lr)
+    model = KoopmanModule(
+        network, share_encoders=share_encoders, loss=loss or LoRALoss(), optimizer=optimizer, lagtime=lagtime
+    )
     settings = {"max_epochs": epochs, "accelerator": "cpu", "logger": False, "enable_checkpointing": False}
     settings |= {"enable_progress_bar": False, "enable_model_summary": False, **(trainer_options or {})}
     L.Trainer(**settings).fit(model, module_data)
