@@ -1,4 +1,5 @@
-"""Shared measurement helpers of the benchmark scripts: median wall time and peak memory of one call.
+"""Shared measurement helpers of the benchmark scripts: median wall time and peak memory of one call, and the
+time of an ASE calculator per call and per MD step (these import only ASE, so MACE's environment runs them).
 
 Peak memory is measured in a fresh process per case: on CPU the resident-memory high-water mark
 (VmHWM, reset before the measured call) above the resident memory before it, with glibc's mmap threshold
@@ -72,3 +73,31 @@ def peak_memory(builder: Callable[..., Callable[[], None]], args: tuple, device:
     if process.exitcode != 0:
         raise RuntimeError(f"memory measurement of {builder.__name__}{args} failed (exit code {process.exitcode})")
     return queue.get(timeout=10)
+
+
+def calculator_seconds(calculator, atoms, calls: int, warm: int = 3) -> float:
+    """Median seconds of one energy + forces call of an ASE ``calculator`` on fixed positions, after ``warm``
+    calls (kernels, neighbour list, allocator); the calculator may keep its neighbour list, as in MD."""
+    from ase.calculators.calculator import all_changes
+
+    times = []
+    for i in range(warm + calls):
+        start = time.perf_counter()
+        calculator.calculate(atoms, ["energy", "forces"], all_changes)
+        if i >= warm:
+            times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def verlet_seconds(calculator, atoms, steps: int) -> float:
+    """Seconds per step of ASE velocity Verlet (1 fs) with ``calculator``, after two warm-up steps."""
+    from ase import units
+    from ase.md.verlet import VelocityVerlet
+
+    atoms = atoms.copy()
+    atoms.calc = calculator
+    dynamics = VelocityVerlet(atoms, 1.0 * units.fs)
+    dynamics.run(2)
+    start = time.perf_counter()
+    dynamics.run(steps)
+    return (time.perf_counter() - start) / steps

@@ -30,7 +30,6 @@ import argparse
 import copy
 import os
 import shutil
-import statistics
 import subprocess
 import tempfile
 import time
@@ -39,11 +38,9 @@ from pathlib import Path
 import ase.io
 import numpy as np
 import torch
-from ase import units
+from _bench_utils import calculator_seconds, verlet_seconds
 from ase.build import bulk
-from ase.calculators.calculator import all_changes
 from ase.md.velocitydistribution import MaxwellBoltzmannDistribution
-from ase.md.verlet import VelocityVerlet
 
 from sciml.calculators import SciMLCalculator
 from sciml.calculators.md import MDSettings, run_md
@@ -78,25 +75,7 @@ def cu_box(n_atoms: int):
 
 def bare_seconds(calculator, atoms, repeats: int) -> float:
     """Median seconds of one energy + forces (+ stress) call on fixed positions (neighbour list cached)."""
-    properties = ["energy", "forces"]
-    for _ in range(3):  # kernels, neighbour list, allocator
-        calculator.calculate(atoms, properties, all_changes)
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        calculator.calculate(atoms, properties, all_changes)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
-def verlet_seconds(calculator, atoms, steps: int) -> float:
-    atoms = atoms.copy()
-    atoms.calc = calculator
-    dynamics = VelocityVerlet(atoms, 1.0 * units.fs)
-    dynamics.run(2)
-    start = time.perf_counter()
-    dynamics.run(steps)
-    return (time.perf_counter() - start) / steps
+    return calculator_seconds(calculator, atoms, repeats, warm=3)
 
 
 def sciml_md_seconds(calculator, atoms, steps: int, folder: Path) -> float:

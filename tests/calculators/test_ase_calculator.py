@@ -122,6 +122,25 @@ def test_supercell_energy_is_extensive(calculator):
     np.testing.assert_allclose(supercell.get_stress(), cell.get_stress(), atol=1e-8)
 
 
+def test_atoms_far_outside_the_cell_give_the_same_results_and_graph(calculator):
+    """MD engines do not wrap positions: atoms translated by lattice vectors (unwrapped coordinates after a
+    long run) give the same energy, forces and stress (float64, 1e-10) and a graph of the same size."""
+    atoms = copper((2, 2, 2))
+    atoms.calc = calculator
+    energy, forces, stress = atoms.get_potential_energy(), atoms.get_forces(), atoms.get_stress()
+    images = calculator._graph(atoms).edge_index.shape[1]
+    travelled = atoms.copy()
+    jumps = np.random.default_rng(3).integers(-6, 7, size=(len(atoms), 3))
+    travelled.positions += jumps @ travelled.cell[:]
+    travelled.calc = SciMLCalculator(small_model(), dtype="float64", skin=0.3)
+    assert abs(travelled.get_potential_energy() - energy) < 1e-10 * abs(energy)
+    np.testing.assert_allclose(travelled.get_forces(), forces, atol=1e-10)
+    np.testing.assert_allclose(travelled.get_stress(), stress, atol=1e-10)
+    graph = travelled.calc._graph(travelled)
+    longest = float(atoms.cell.lengths().max())
+    assert graph.edge_index.shape[1] == images and float(graph.shifts.abs().max()) < 2 * longest
+
+
 def test_skin_never_returns_stale_forces():
     atoms = ethanol()
     with_skin = SciMLCalculator(small_model(), dtype="float64", skin=1.0)

@@ -1,0 +1,117 @@
+"""One model on one system, timed through its ASE calculator; prints one JSON line (``bench_speed.py`` runs it).
+
+Runs in sciml's environment (``--kind e2former`` or ``nequip``) or in MACE's own (``--kind mace``: mace-torch
+0.3.16 pins e3nn 0.4.4), so only ASE, numpy and torch are imported at the top. Untrained weights of the accuracy
+benchmark's architectures (speed does not depend on them), float32 unless ``--dtype``.
+
+    python _speed_worker.py --kind e2former --system 512 --calls 5 --md-steps 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+from pathlib import Path
+
+import ase.io
+import numpy as np
+from _bench_utils import calculator_seconds, verlet_seconds
+from ase.build import bulk
+from ase.md.velocitydistribution import MaxwellBoltzmannDistribution
+
+ROOT = Path(__file__).resolve().parents[1]
+SPECIES = [1, 6, 8]  # aspirin's elements: the accuracy benchmark's models
+BOXES = {512: (4, 4, 8), 4096: (8, 8, 16)}  # repeats of the 4-atom cubic fcc cell
+
+
+def system(name: str):
+    """``molecule``: aspirin (21 atoms, the accuracy benchmark's first test frame); a number: a carbon-filled
+    fcc box (a = 3.61 Å) of that many atoms, periodic (~43 neighbours within 5 Å)."""
+    if name == "molecule":
+        atoms = ase.io.read(ROOT / "data" / "aspirin_md" / "test_400K.extxyz", index=0)
+        atoms.calc = None
+    else:
+        atoms = bulk("C", "fcc", a=3.61, cubic=True).repeat(BOXES[int(name)])
+    MaxwellBoltzmannDistribution(atoms, temperature_K=300, rng=np.random.default_rng(0))
+    return atoms
+
+
+def e2former_calculator(dtype: str, cutoff: float):
+    """The recommended accuracy config's architecture (``configs/e2former/aspirin_md.yaml``)."""
+    import torch
+
+    from sciml.calculators import SciMLCalculator
+    from sciml.models import E2Former
+    from sciml.testing import randomise_output_head
+
+    torch.manual_seed(0)
+    model = E2Former(SPECIES, cutoff, channels=64, lmax=2, layers=3, heads=4, order=1, radial_basis=16,
+                     avg_neighbours=15.0)  # fmt: skip
+    model = randomise_output_head(model).eval()
+    return SciMLCalculator(model, dtype=dtype, skin=0.5), sum(p.numel() for p in model.parameters())
+
+
+def mace_calculator(dtype: str, cutoff: float):
+    """MACE 0.3.16 as ``mace_run_train`` builds it in the accuracy benchmark: 64x0e + 64x1o, L 1, 2
+    interactions, correlation 3, 8 Bessel functions, radial MLP 64-64-64, readout 16x0e."""
+    import mace  # noqa: F401  (first: it sets TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD, which e3nn 0.4.4's import needs)
+    import torch
+    from e3nn import o3
+    from mace import modules
+    from mace.calculators import MACECalculator
+
+    torch.set_default_dtype(getattr(torch, dtype))
+    torch.manual_seed(0)
+    model = modules.ScaleShiftMACE(
+        r_max=cutoff, num_bessel=8, num_polynomial_cutoff=5, max_ell=3,
+        interaction_cls=modules.interaction_classes["RealAgnosticResidualInteractionBlock"],
+        interaction_cls_first=modules.interaction_classes["RealAgnosticInteractionBlock"],
+        num_interactions=2, num_elements=len(SPECIES), hidden_irreps=o3.Irreps("64x0e + 64x1o"),
+        MLP_irreps=o3.Irreps("16x0e"), atomic_energies=np.zeros(len(SPECIES)), avg_num_neighbors=15.0,
+        atomic_numbers=SPECIES, correlation=3, gate=torch.nn.functional.silu, radial_MLP=[64, 64, 64],
+        atomic_inter_scale=1.0, atomic_inter_shift=[0.0], heads=["Default"],
+    )  # fmt: skip
+    calculator = MACECalculator(models=model.eval(), device="cpu", default_dtype=dtype)
+    return calculator, sum(p.numel() for p in model.parameters())
+
+
+def nequip_calculator(dtype: str, cutoff: float):
+    """NequIP 0.19.1 with E2Former's irreps (64x0e + 64x1o + 64x2e, ``parity=False``), 3 layers, eager."""
+    from nequip.ase import NequIPCalculator
+    from nequip.integrations.utils import basic_transforms
+    from nequip.model import NequIPGNNModel
+    from nequip.utils.global_state import set_global_state
+
+    set_global_state()
+    names = ["H", "C", "O"]
+    model = NequIPGNNModel(seed=0, model_dtype=dtype, type_names=names, r_max=cutoff, num_layers=3, l_max=2,
+                           parity=False, num_features=64, avg_num_neighbors=15.0)  # fmt: skip
+    transforms = basic_transforms({}, cutoff, names, {name: name for name in names})
+    calculator = NequIPCalculator(model.eval(), device="cpu", transforms=transforms)
+    return calculator, sum(p.numel() for p in model.parameters())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--kind", required=True, choices=["e2former", "mace", "nequip"])
+    parser.add_argument("--system", required=True, help="'molecule' or the atoms of a carbon box (512, 4096)")
+    parser.add_argument("--calls", type=int, default=5)
+    parser.add_argument("--warm", type=int, default=2)
+    parser.add_argument("--md-steps", type=int, default=0)
+    parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    parser.add_argument("--cutoff", type=float, default=5.0)
+    args = parser.parse_args()
+    build = {"e2former": e2former_calculator, "mace": mace_calculator, "nequip": nequip_calculator}[args.kind]
+    calculator, parameters = build(args.dtype, args.cutoff)
+    atoms = system(args.system)
+    row = {"kind": args.kind, "system": args.system, "atoms": len(atoms), "parameters": parameters}
+    row["call_s"] = calculator_seconds(calculator, atoms, args.calls, args.warm)
+    if args.md_steps:
+        row["md_steps_per_s"] = 1.0 / verlet_seconds(calculator, atoms, args.md_steps)
+    row["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps(row), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,93 @@
+"""The full E2Former against MACE and NequIP, side by side on the same cores: energy + forces per call and MD
+steps per second through each model's ASE calculator, on aspirin (21 atoms) and carbon-filled fcc boxes of
+512 and 4096 atoms (a = 3.61 Å, cutoff 5 Å, ~43 neighbours), float32.
+
+Models: the architectures the accuracy benchmark compares (``scripts/bench_accuracy.py``), where E2Former (C 64,
+lmax 2, 3 layers: ``configs/e2former/aspirin_md.yaml``) has 0.80x MACE's force error (MACE 0.3.16: 64x0e +
+64x1o, L 1, 2 interactions, correlation 3) at 40 training minutes each; so the E2Former/MACE ratio is speed at
+better-than-equal accuracy. NequIP 0.19.1 with E2Former's irreps (64x0e + 64x1o + 64x2e), 3 layers, as a
+second peer (not in the accuracy benchmark). Untrained weights (speed does not depend on them).
+
+Each (model, system) runs in its own process (``_speed_worker.py``; MACE in its own environment, built on
+first use like ``bench_accuracy.py``), one after another, ``--threads`` threads each: medians of repeated
+calls after warm-up calls, MD = ASE velocity Verlet (1 fs), peak RSS of the process.
+
+    python scripts/bench_speed.py                    # ~10 min on 2 CPU cores
+    python scripts/bench_speed.py --sizes molecule 512
+
+Last line: ``RESULT md_speedup_vs_mace_20=<x> md_speedup_vs_mace_512=<x> call_speedup_vs_mace_4096=<x>
+layer_speedup_lmax3_k64_matched=<x> edge_macs_ratio_vs_before=<x>`` (E2Former over MACE; the last two keys
+belong to the kernel-matched layer scaling and the per-edge work reduction, not measured by this script: nan).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from bench_accuracy import mace_python
+
+SCRIPTS = Path(__file__).resolve().parent
+# system -> (timed calls, warm-up calls, MD steps)
+PLAN = {"molecule": (20, 3, 50), "512": (5, 2, 10), "4096": (3, 1, 0)}
+KINDS = ("e2former", "mace", "nequip")
+
+
+def measure(kind: str, name: str, threads: int, dtype: str) -> dict:
+    calls, warm, steps = PLAN[name]
+    python = str(mace_python()) if kind == "mace" else sys.executable
+    command = [python, str(SCRIPTS / "_speed_worker.py"), "--kind", kind, "--system", name, "--calls", str(calls)]
+    command += ["--warm", str(warm), "--md-steps", str(steps), "--dtype", dtype]
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+    if kind == "mace":
+        env.pop("PYTHONPATH", None)
+    done = subprocess.run(command, env=env, capture_output=True, text=True, cwd=SCRIPTS)
+    if done.returncode:
+        raise RuntimeError(f"{kind} on {name} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", nargs="+", default=list(PLAN), choices=list(PLAN))
+    parser.add_argument("--kinds", nargs="+", default=list(KINDS), choices=KINDS)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    args = parser.parse_args()
+    rows: dict[tuple[str, str], dict] = {}
+    for name in args.sizes:
+        for kind in args.kinds:
+            rows[kind, name] = row = measure(kind, name, args.threads, args.dtype)
+            print(f"# {kind} on {name}: {json.dumps(row)}", flush=True)
+    print(f"\n{args.dtype}, {args.threads} threads; seconds per energy + forces call (median), MD steps/s, peak RSS")
+    print("| system | atoms | model | parameters | s / call | MD steps/s | peak RSS MiB | E2Former speed-up |")
+    print("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |")
+    for (kind, name), row in rows.items():
+        own = rows.get(("e2former", name))
+        ratio = row["call_s"] / own["call_s"] if own else float("nan")
+        if "md_steps_per_s" in row and own:
+            ratio = own["md_steps_per_s"] / row["md_steps_per_s"]
+        steps = f"{row['md_steps_per_s']:.2f}" if "md_steps_per_s" in row else "-"
+        print(f"| {name} | {row['atoms']} | {kind} | {row['parameters']} | {row['call_s']:.4f} | {steps} "
+              f"| {row['peak_rss_mib']:.0f} | {'-' if kind == 'e2former' else f'{ratio:.2f}x'} |")  # fmt: skip
+
+    def speedup(name: str, key: str) -> float:
+        own, peer = rows.get(("e2former", name)), rows.get(("mace", name))
+        if not own or not peer or key not in own:
+            return float("nan")
+        return own[key] / peer[key] if key == "md_steps_per_s" else peer[key] / own[key]
+
+    print(
+        f"RESULT md_speedup_vs_mace_20={speedup('molecule', 'md_steps_per_s'):.2f} "
+        f"md_speedup_vs_mace_512={speedup('512', 'md_steps_per_s'):.2f} "
+        f"call_speedup_vs_mace_4096={speedup('4096', 'call_s'):.2f} "
+        "layer_speedup_lmax3_k64_matched=nan edge_macs_ratio_vs_before=nan"
+    )
+
+
+if __name__ == "__main__":
+    main()
