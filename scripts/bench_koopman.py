@@ -25,8 +25,8 @@ Then the Prinz potential at lag 0.02 (joint vs sequential nesting, ``--prinz-epo
 (``_koopman_alanine.py``): the E2Former encoder and an inverse-distance MLP against a deeptime MSM and a linear
 VAMP on the dihedrals (``--alanine-epochs``; 0 skips either).
 
-    python scripts/bench_koopman.py                          # full grid and alanine, ~80 min on 2 CPU cores
-    python scripts/bench_koopman.py --quick                  # k 8 and 64, 1 seed, 1500 steps, alanine 4 epochs
+    python scripts/bench_koopman.py                          # full grid, Prinz and alanine: 32 min on 2 CPU cores
+    python scripts/bench_koopman.py --quick                  # k 8 and 64, 1 seed, 1500 steps, 4-5 epochs after
 
 Ends with ``RESULT lora_sval_err_logistic_k20=.. lora_heldout_vampe_logistic=.. dpnet_published_nan_runs=..
 vamp_published_nan_runs=.. alanine_sigma2_heldout=.. alanine_its_ratio_vs_msm=..``: the LoRA (ours) values are
