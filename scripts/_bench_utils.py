@@ -1,5 +1,6 @@
 """Shared measurement helpers of the benchmark scripts: median wall time and peak memory of one call, and the
-time of an ASE calculator per call and per MD step (these import only ASE, so MACE's environment runs them).
+time of an ASE calculator per call and per MD step (these import only ASE, so MACE's environment runs them),
+and the NequIP peer both MD benchmarks build.
 
 Peak memory is measured in a fresh process per case: on CPU the resident-memory high-water mark
 (VmHWM, reset before the measured call) above the resident memory before it, with glibc's mmap threshold
@@ -101,3 +102,22 @@ def verlet_seconds(calculator, atoms, steps: int) -> float:
     start = time.perf_counter()
     dynamics.run(steps)
     return (time.perf_counter() - start) / steps
+
+
+def nequip_calculator(
+    type_names: list[str], cutoff: float, layers: int, lmax: int, channels: int, dtype: str, avg_neighbours: float
+):
+    """NequIP 0.19.1 (peer) with E2Former's irreps (``channels`` x 0e + 1o + 2e up to ``lmax``, ``parity=False``),
+    eager, through its ASE calculator; returns (calculator, model)."""
+    from nequip.ase import NequIPCalculator
+    from nequip.integrations.utils import basic_transforms
+    from nequip.model import NequIPGNNModel
+    from nequip.utils.global_state import set_global_state
+
+    set_global_state()
+    model = NequIPGNNModel(
+        seed=0, model_dtype=dtype, type_names=type_names, r_max=cutoff, num_layers=layers, l_max=lmax,
+        parity=False, num_features=channels, avg_num_neighbors=avg_neighbours,
+    )  # fmt: skip
+    transforms = basic_transforms({}, cutoff, type_names, {name: name for name in type_names})
+    return NequIPCalculator(model.eval(), device="cpu", transforms=transforms), model

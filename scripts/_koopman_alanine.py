@@ -41,13 +41,18 @@ def dihedrals() -> tuple[np.ndarray, np.ndarray]:
     return tuple(np.angle(np.exp(1j * np.radians([a.info[name] for a in frames]))) for name in ("phi", "psi"))
 
 
+def dihedral_features(phi: np.ndarray, psi: np.ndarray) -> np.ndarray:
+    """(T, 4) (cos, sin)(phi, psi): what the MSM clusters and the linear VAMP is fitted on."""
+    return np.stack([np.cos(phi), np.sin(phi), np.cos(psi), np.sin(psi)], axis=1)
+
+
 def msm_timescale(phi: np.ndarray, psi: np.ndarray, n_train: int, clusters: int = 100) -> float:
     """Slowest implied timescale (ps) of a reversible deeptime MSM on k-means of (cos, sin)(phi, psi)."""
     from deeptime.clustering import KMeans
     from deeptime.markov import TransitionCountEstimator
     from deeptime.markov.msm import MaximumLikelihoodMSM
 
-    features = np.stack([np.cos(phi), np.sin(phi), np.cos(psi), np.sin(psi)], axis=1)[:n_train]
+    features = dihedral_features(phi, psi)[:n_train]
     states = KMeans(clusters, fixed_seed=13, n_jobs=1).fit(features).fetch_model().transform(features)
     counts = TransitionCountEstimator(LAG, "sliding").fit(states).fetch_model().submodel_largest()
     return float(MaximumLikelihoodMSM(reversible=True).fit(counts).fetch_model().timescales(1)[0] * FRAME_PS)
@@ -55,7 +60,7 @@ def msm_timescale(phi: np.ndarray, psi: np.ndarray, n_train: int, clusters: int 
 
 def dihedral_vamp(phi: np.ndarray, psi: np.ndarray, n_train: int, test: slice) -> dict[str, float]:
     """Linear VAMP on (cos, sin)(phi, psi) (our estimator with identity features = deeptime's VAMP)."""
-    features = torch.as_tensor(np.stack([np.cos(phi), np.sin(phi), np.cos(psi), np.sin(psi)], axis=1))
+    features = torch.as_tensor(dihedral_features(phi, psi))
     estimator = KoopmanEstimator(nn.Identity(), nn.Identity(), lagtime=LAG)
     estimator.fit(lagged_pairs(features[:n_train], LAG))
     held_out = lagged_pairs(features[test], LAG)
@@ -73,10 +78,12 @@ def make_encoder(kind: str, data: AtomsDataModule, output_dim: int) -> nn.Module
     return DistanceEncoder(heavy_atoms(read(PATH, index=0).numbers), output_dim, hidden=(64, 64))
 
 
-def train(kind: str, epochs: int, lr: float = 1e-3, k: int = 6, seed: int = 0) -> tuple[KoopmanEstimator, float]:
+def train(
+    kind: str, epochs: int, lr: float = 1e-3, k: int = 6, seed: int = 0
+) -> tuple[KoopmanEstimator, AtomsDataModule, float]:
     """Nested LoRA (joint nesting) with Adam and one encoder for f and g (the dynamics are reversible and the
     frames at equilibrium, so left and right singular functions coincide); returns the estimator on the
-    training split and the training seconds."""
+    training split, the data module (lag ``LAG``) and the training seconds."""
     L.seed_everything(seed, verbose=False)
     data = data_at(LAG)
     data.setup("fit")
@@ -85,11 +92,12 @@ def train(kind: str, epochs: int, lr: float = 1e-3, k: int = 6, seed: int = 0) -
     start = time.perf_counter()
     quiet = {"enable_checkpointing": False, "enable_progress_bar": False, "enable_model_summary": False}
     L.Trainer(max_epochs=epochs, accelerator="cpu", logger=False, **quiet).fit(module, data)
-    return KoopmanEstimator.from_module(module).fit(data), time.perf_counter() - start
+    seconds = time.perf_counter() - start
+    return KoopmanEstimator.from_module(module).fit(data), data, seconds
 
 
-def evaluate(estimator: KoopmanEstimator, phi: np.ndarray, msm_ps: float) -> dict[str, float]:
-    data = data_at(LAG)
+def evaluate(estimator: KoopmanEstimator, data: AtomsDataModule, phi: np.ndarray, msm_ps: float) -> dict[str, float]:
+    """Scores of a trained ``estimator`` against the MSM's timescale ``msm_ps``; ``data``: pairs at ``LAG``."""
     held_out = estimator.held_out_singular_values(data, "test")
     phi_positive = indicator(dihedral(PHI_ATOMS), 0.0)
     ck = chapman_kolmogorov(

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import ase.io
 import numpy as np
-from _bench_utils import calculator_seconds, verlet_seconds
+from _bench_utils import calculator_seconds, nequip_calculator, verlet_seconds
 from ase.build import bulk
 from ase.md.velocitydistribution import MaxwellBoltzmannDistribution
 
@@ -76,19 +76,9 @@ def mace_calculator(dtype: str, cutoff: float):
     return calculator, sum(p.numel() for p in model.parameters())
 
 
-def nequip_calculator(dtype: str, cutoff: float):
+def nequip_peer(dtype: str, cutoff: float):
     """NequIP 0.19.1 with E2Former's irreps (64x0e + 64x1o + 64x2e, ``parity=False``), 3 layers, eager."""
-    from nequip.ase import NequIPCalculator
-    from nequip.integrations.utils import basic_transforms
-    from nequip.model import NequIPGNNModel
-    from nequip.utils.global_state import set_global_state
-
-    set_global_state()
-    names = ["H", "C", "O"]
-    model = NequIPGNNModel(seed=0, model_dtype=dtype, type_names=names, r_max=cutoff, num_layers=3, l_max=2,
-                           parity=False, num_features=64, avg_num_neighbors=15.0)  # fmt: skip
-    transforms = basic_transforms({}, cutoff, names, {name: name for name in names})
-    calculator = NequIPCalculator(model.eval(), device="cpu", transforms=transforms)
+    calculator, model = nequip_calculator(["H", "C", "O"], cutoff, 3, 2, 64, dtype, avg_neighbours=15.0)
     return calculator, sum(p.numel() for p in model.parameters())
 
 
@@ -102,7 +92,7 @@ def main() -> None:
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     parser.add_argument("--cutoff", type=float, default=5.0)
     args = parser.parse_args()
-    build = {"e2former": e2former_calculator, "mace": mace_calculator, "nequip": nequip_calculator}[args.kind]
+    build = {"e2former": e2former_calculator, "mace": mace_calculator, "nequip": nequip_peer}[args.kind]
     calculator, parameters = build(args.dtype, args.cutoff)
     atoms = system(args.system)
     row = {"kind": args.kind, "system": args.system, "atoms": len(atoms), "parameters": parameters}

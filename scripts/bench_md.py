@@ -38,7 +38,7 @@ from pathlib import Path
 import ase.io
 import numpy as np
 import torch
-from _bench_utils import calculator_seconds, verlet_seconds
+from _bench_utils import calculator_seconds, nequip_calculator, verlet_seconds
 from ase.build import bulk
 from ase.md.velocitydistribution import MaxwellBoltzmannDistribution
 
@@ -131,21 +131,6 @@ def lammps_seconds(calculator, atoms, steps: int, folder: Path) -> float:
         lmp.close()
 
 
-def nequip_calculator(args: argparse.Namespace):
-    """NequIP 0.19.1 of the same width, lmax, layers and cutoff (irreps 64x0e + 64x1o + 64x2e), eager."""
-    from nequip.ase import NequIPCalculator
-    from nequip.integrations.utils import basic_transforms
-    from nequip.model import NequIPGNNModel
-    from nequip.utils.global_state import set_global_state
-
-    set_global_state()
-    model = NequIPGNNModel(seed=0, model_dtype=args.dtype, type_names=["Cu"], r_max=args.cutoff,
-                           num_layers=args.layers, l_max=args.lmax, parity=False, num_features=args.channels,
-                           avg_num_neighbors=42.0)  # fmt: skip
-    transforms = basic_transforms({}, args.cutoff, ["Cu"], {"Cu": "Cu"})
-    return NequIPCalculator(model.eval(), device="cpu", transforms=transforms), model
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[64, 512], choices=sorted(REPEATS))
@@ -161,7 +146,9 @@ def main() -> None:
                      order=1, radial_basis=16, avg_neighbours=42.0)  # fmt: skip
     model = randomise_output_head(model).eval()
     edge_model = use_edge_convolutions(copy.deepcopy(model)).eval()
-    nequip, nequip_model = nequip_calculator(args)
+    nequip, nequip_model = nequip_calculator(
+        ["Cu"], args.cutoff, args.layers, args.lmax, args.channels, args.dtype, avg_neighbours=42.0
+    )
     count = lambda module: sum(p.numel() for p in module.parameters())  # noqa: E731
     print(f"Cu fcc, cutoff {args.cutoff} Å (~42 neighbours); E2Former C {args.channels}, lmax {args.lmax}, "
           f"{args.layers} layers ({count(model)} parameters); NequIP same irreps ({count(nequip_model)} "

@@ -264,6 +264,13 @@ class KoopmanEstimator:
             self.analysis, held_out.mean("ff_00"), held_out.mean("fg_01"), held_out.mean("gg_11"), self.rank_cutoff
         )
 
+    def function_correlations(self) -> torch.Tensor:
+        """(k,) corr(f_i(x), g_i(x')) of the learned functions as they are, without the CCA rotation:
+        E[f_i g_i] / sqrt(E[f_i^2] E[g_i^2]) on the fitted pairs. Under sequential nesting each pair is the
+        i-th singular pair by itself, so these follow ``singular_values`` in order."""
+        cross, left, right = (self._moment(key).diagonal() for key in ("fg_01", "ff_00", "gg_11"))
+        return cross / (left * right).sqrt()
+
     def held_out_singular_values(self, data, split: str = "test") -> torch.Tensor:
         """(k,) correlations of the training singular-function pairs on held-out pairs,
         diag(C01) / sqrt(diag(C00) diag(C11)): free of the upward bias of an in-sample CCA with many
