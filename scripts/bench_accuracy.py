@@ -19,6 +19,7 @@ frame with 500 K velocities).
 
     python scripts/bench_accuracy.py [--budget 40] [--md-ps 10] [--out runs/bench_accuracy] [--resume]
     python scripts/bench_accuracy.py --ablation 10     # E2Former options, 10 minutes each
+    python scripts/bench_accuracy.py --ablation 30 --epochs-e2former 8 --variants 0 4 5   # same epochs each
 
 Last line: RESULT force_mae_ratio_vs_mace=<x> energy_mae_ratio_vs_mace=<x> nve_drift_mev_per_atom_ps=<x>
 (E2Former / MACE over both test halves; E2Former's |drift|).
@@ -99,6 +100,12 @@ ABLATION = {
     "all-order attention": ["--model.init_args.model.init_args.order=all"],
     "S2 feed-forward (resolution 18)": ["--model.init_args.model.init_args.feed_forward=s2"],
     "SO(3) only (parity=False)": ["--model.init_args.model.init_args.parity=false"],
+    "shared edge network": ["--model.init_args.model.init_args.edge_network=shared"],
+    "shared edge network, hidden 32": [
+        "--model.init_args.model.init_args.edge_network=shared",
+        "--model.init_args.model.init_args.edge_hidden=32",
+    ],
+    "edge MLPs hidden 32": ["--model.init_args.model.init_args.edge_hidden=32"],
 }
 
 
@@ -191,22 +198,26 @@ def evaluate(kind: str, model: Path, python: str, md_ps: float, log: Path) -> di
     return json.loads(line[5:])
 
 
-def ablation(out: Path, budget_s: float) -> None:
-    """Each variant of ``ABLATION`` with the same budget (its own probe epoch), test errors over both halves."""
+def ablation(out: Path, budget_s: float, epochs: int | None = None, variants: list[int] | None = None) -> None:
+    """Variants of ``ABLATION`` (all, or those numbered in ``variants``) with the same budget (epochs from each
+    one's probe epoch, or the same ``epochs`` for all), test errors over both halves."""
     rows = []
     for k, (name, extra) in enumerate(ABLATION.items()):
+        if variants is not None and k not in variants:
+            continue
         folder = out / f"variant{k}"
         folder.mkdir(parents=True, exist_ok=True)
-        checkpoint, epochs, seconds = train_e2former(folder, budget_s, None, tuple(extra))
+        checkpoint, n_epochs, seconds = train_e2former(folder, budget_s, epochs, tuple(extra))
         result = evaluate("sciml", checkpoint, sys.executable, 0.0, folder / "eval.log")
-        rows.append((name, epochs, result))
+        rows.append((name, n_epochs, seconds, result))
     print(f"\nablation: {budget_s / 60:g} min per variant, 2 CPU cores, float64, test errors over both halves:")
-    print("| E2Former variant | epochs | params | E MAE meV/atom | F MAE meV/Å | F RMSE meV/Å |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: |")
-    for name, epochs, result in rows:
+    print("| E2Former variant | epochs | training min | params | E MAE meV/atom | F MAE meV/Å | F RMSE meV/Å |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for name, n_epochs, seconds, result in rows:
         print(
-            f"| {name} | {epochs} | {result['parameters']} | {overall(result, 'energy_mae_mev_per_atom'):.3f} "
-            f"| {overall(result, 'force_mae_mev_per_a'):.2f} | {overall(result, 'force_rmse_mev_per_a'):.2f} |"
+            f"| {name} | {n_epochs} | {seconds / 60:.1f} | {result['parameters']} "
+            f"| {overall(result, 'energy_mae_mev_per_atom'):.3f} | {overall(result, 'force_mae_mev_per_a'):.2f} "
+            f"| {overall(result, 'force_rmse_mev_per_a'):.2f} |"
         )
 
 
@@ -223,13 +234,14 @@ def main() -> None:
     parser.add_argument("--epochs-e2former", type=int, help="skip the probe epoch")
     parser.add_argument("--epochs-mace", type=int, help="skip the probe epoch")
     parser.add_argument("--ablation", type=float, help="instead: train each E2Former variant for this many minutes")
+    parser.add_argument("--variants", type=int, nargs="+", help="with --ablation: only these variants (0-based)")
     parser.add_argument("--resume", action="store_true", help="reuse a model's finished stage (its stage.json)")
     args = parser.parse_args()
     out = Path(args.out).resolve()  # MACE runs in its own folder: relative paths would break
     out.mkdir(parents=True, exist_ok=True)
     generate_data()
     if args.ablation:
-        ablation(out / "ablation", args.ablation * 60)
+        ablation(out / "ablation", args.ablation * 60, args.epochs_e2former, args.variants)
         return
     budget = args.budget * 60
 

@@ -40,6 +40,19 @@ def edge_aggregate(alpha: torch.Tensor, x: torch.Tensor, graph: EdgeGraph, backe
     return ops.edge_aggregate(alpha.contiguous(), x.contiguous(), *graph.tensors())
 
 
+def edge_dot(a: torch.Tensor, b: torch.Tensor, graph: EdgeGraph, backend: str = "reference") -> torch.Tensor:
+    """out[e, c] = sum_m a[i, m, c] * b[j, m, c] for each edge e = (i <- j).
+
+    Shape: a (R, M, C) at receivers, b (S, M, C) at senders -> (E, C) in the graph's edge order. The compiled
+    backward is a segment sum over the graph (no scatter into a[row] / b[col]).
+    """
+    if backend == "reference":
+        return (a[graph.row] * b[graph.col]).sum(dim=1)
+    from sciml.equivariant.kernels import ops
+
+    return ops.edge_dot(a.contiguous(), b.contiguous(), *graph.tensors())
+
+
 class KernelModule(nn.Module):
     """Holds the requested backend and resolves it on first use for the tensors' device."""
 

@@ -8,8 +8,10 @@ import torch
 from torch import nn
 
 from sciml.equivariant.layout import DegreeLayout
+from sciml.equivariant.operations import KernelModule, edge_dot
 from sciml.models.e2former.context import GraphContext
 from sciml.models.e2former.convolution import Wigner6jConvolution
+from sciml.models.e2former.edges import EdgeInputs, edge_network
 from sciml.nn.mlp import MLP
 from sciml.nn.scatter import envelope_softmax
 from sciml.nn.so3_layers import Invariants, SO3Linear
@@ -30,7 +32,7 @@ class OrderBranch(nn.Module):
     """One attention order L at width W: value projection C -> W, per-channel radial filter, and the
     factorised convolution sum_j alpha_ij ⊙ W_mix [v_j ⊗ P^L(r_ij)] / |r_ij|^L.
 
-    Shape: h (N, M, C), attention weights (E, H), edge features (E, F) -> (N, M, W).
+    Shape: h (N, M, C), attention weights (E, H), edges (EdgeInputs or (E, F)) -> (N, M, W).
     """
 
     def __init__(
@@ -40,26 +42,27 @@ class OrderBranch(nn.Module):
         width: int,
         order: int,
         edge_features: int,
+        edge_hidden: int | None,
         dense: bool,
         backend: str,
         parity: bool,
     ) -> None:
         super().__init__()
         self.order, self.width = order, width
-        self.radial = MLP((edge_features, channels, width), layer_norm=True)
+        self.radial = edge_network(edge_features, edge_hidden, width)
         self.value = SO3Linear(lmax, channels, width)
         degrees = DegreeLayout.up_to(lmax).degrees
         self.convolution = Wigner6jConvolution(degrees, order, degrees, width, width, dense, backend, parity)
 
     def forward(
-        self, h: torch.Tensor, weights: torch.Tensor, edge_features: torch.Tensor, context: GraphContext
+        self, h: torch.Tensor, weights: torch.Tensor, edges: EdgeInputs | torch.Tensor, context: GraphContext
     ) -> torch.Tensor:
-        per_channel = weights.repeat_interleave(self.width // weights.shape[1], dim=1) * self.radial(edge_features)
+        per_channel = weights.repeat_interleave(self.width // weights.shape[1], dim=1) * self.radial(edges)
         alpha = per_channel / context.distances[:, None] ** self.order
         return self.convolution(self.value(h)[context.image_atom], alpha, context)
 
 
-class Wigner6jAttention(nn.Module):
+class Wigner6jAttention(KernelModule):
     """alpha_ij = softmax_j[(q_i . k_j) / sqrt(d) * MLP_h(edge)] (envelope-weighted) * radial_c(edge) / |r_ij|^L,
     m_i = W sum_j alpha_ij ⊙ [v_j ⊗ P^L(r_ij)] (factorised), then an output SO3Linear.
 
@@ -68,10 +71,14 @@ class Wigner6jAttention(nn.Module):
         order: attention order L (0, 1 or 2; 1 is the default of the model), or ``"all"``: orders 0, 1 and 2
             at widths C, C/2 and C/4 (the paper's all-order attention), each gated per channel by a sigmoid of
             the receiver's scalars before the shared output projection. The softmax weights are shared.
-        edge_features: size of the invariant edge features (radial basis + atom-type embeddings).
+        edge_features: size of the invariant edge features (radial basis + atom-type embeddings), or of the
+            shared trunk's output. edge_hidden: hidden width of the radial and logit MLPs (default C; unused
+            with ``shared_edges``). shared_edges: the edge inputs are the shared trunk's features, and the radial
+            filters and logits are single linear maps of them (see :mod:`sciml.models.e2former.edges`).
         head_dim: query/key size per head. dense / backend / parity: see :class:`Wigner6jConvolution`.
 
-    Shape: h (N, (lmax+1)^2, C), edge features (E, F), envelope (E,) -> (N, (lmax+1)^2, C).
+    Shape: h (N, (lmax+1)^2, C), edges (EdgeInputs, or (E, F) features), envelope (E,) -> (N, (lmax+1)^2, C).
+    The logits' q . k runs in the edge-dot kernel: its backward is a segment sum, not a scatter.
     """
 
     def __init__(
@@ -85,8 +92,11 @@ class Wigner6jAttention(nn.Module):
         dense: bool = False,
         backend: str = "auto",
         parity: bool = True,
+        edge_hidden: int | None = None,
+        shared_edges: bool = False,
     ) -> None:
-        super().__init__()
+        super().__init__(backend)
+        edge_hidden = None if shared_edges else edge_hidden or channels
         orders = attention_orders(order)
         widths = [channels >> k for k in range(len(orders))]
         if any(width % heads for width in widths):
@@ -99,24 +109,24 @@ class Wigner6jAttention(nn.Module):
         self.key = nn.Sequential(
             Invariants(lmax, channels, head_dim), MLP((invariant_size, channels, heads * head_dim))
         )
-        self.edge_logit = MLP((edge_features, channels, heads), layer_norm=True)
+        self.edge_logit = edge_network(edge_features, edge_hidden, heads)
         self.branches = nn.ModuleList(
-            OrderBranch(lmax, channels, width, L, edge_features, dense, backend, parity)
+            OrderBranch(lmax, channels, width, L, edge_features, edge_hidden, dense, backend, parity)
             for L, width in zip(orders, widths, strict=True)
         )
         self.gates = nn.Linear(channels, sum(widths)) if len(orders) > 1 else None
         self.output = SO3Linear(lmax, sum(widths), channels)
 
     def forward(
-        self, h: torch.Tensor, edge_features: torch.Tensor, envelope: torch.Tensor, context: GraphContext
+        self, h: torch.Tensor, edges: EdgeInputs | torch.Tensor, envelope: torch.Tensor, context: GraphContext
     ) -> torch.Tensor:
         graph = context.graph
-        senders = context.image_atom[graph.col]
-        q = self.query(h).reshape(-1, self.heads, self.head_dim)
-        k = self.key(h).reshape(-1, self.heads, self.head_dim)
-        logits = (q[graph.row] * k[senders]).sum(-1) / math.sqrt(self.head_dim) * self.edge_logit(edge_features)
+        q = self.query(h).reshape(-1, self.heads, self.head_dim).transpose(1, 2)  # (N, head_dim, H)
+        k = self.key(h).reshape(-1, self.heads, self.head_dim).transpose(1, 2)[context.image_atom]  # (S, ...)
+        similarity = edge_dot(q, k, graph, self._backend_for(h))  # (E, H)
+        logits = similarity / math.sqrt(self.head_dim) * self.edge_logit(edges)
         weights = envelope_softmax(logits, envelope, graph.row, graph.n_receivers)  # (E, H)
-        messages = torch.cat([branch(h, weights, edge_features, context) for branch in self.branches], dim=2)
+        messages = torch.cat([branch(h, weights, edges, context) for branch in self.branches], dim=2)
         if self.gates is not None:
             messages = messages * torch.sigmoid(self.gates(h[:, 0]))[:, None, :]
         return self.output(messages)

@@ -7,13 +7,15 @@ from torch import nn
 
 from sciml.models.e2former.attention import Wigner6jAttention
 from sciml.models.e2former.context import GraphContext
+from sciml.models.e2former.edges import EdgeInputs
 from sciml.nn.so3_layers import EquivariantRMSNorm, GatedFeedForward, S2FeedForward
 
 
 class TransformerBlock(nn.Module):
     """Args: as :class:`Wigner6jAttention`, plus ``hidden``: feed-forward width; ``feed_forward``: ``"gate"``
     (:class:`GatedFeedForward`, exact) or ``"s2"`` (:class:`S2FeedForward` on a grid of ``s2_resolution``
-    latitudes, the paper's FFN; rotation error about 1e-7 at 18, 1e-12 at 36)."""
+    latitudes, the paper's FFN; rotation error about 1e-7 at 18, 1e-12 at 36); ``edge_hidden`` /
+    ``shared_edges``: the edge networks, see :class:`Wigner6jAttention`."""
 
     def __init__(
         self,
@@ -28,11 +30,22 @@ class TransformerBlock(nn.Module):
         parity: bool = True,
         feed_forward: str = "gate",
         s2_resolution: int = 18,
+        edge_hidden: int | None = None,
+        shared_edges: bool = False,
     ) -> None:
         super().__init__()
         self.attention_norm = EquivariantRMSNorm(lmax, channels)
         self.attention = Wigner6jAttention(
-            lmax, channels, heads, order, edge_features, dense=dense, backend=backend, parity=parity
+            lmax,
+            channels,
+            heads,
+            order,
+            edge_features,
+            dense=dense,
+            backend=backend,
+            parity=parity,
+            edge_hidden=edge_hidden,
+            shared_edges=shared_edges,
         )
         self.feed_forward_norm = EquivariantRMSNorm(lmax, channels)
         if feed_forward == "gate":
@@ -43,7 +56,7 @@ class TransformerBlock(nn.Module):
             raise ValueError(f"feed_forward must be 'gate' or 's2', got {feed_forward!r}")
 
     def forward(
-        self, x: torch.Tensor, edge_features: torch.Tensor, envelope: torch.Tensor, context: GraphContext
+        self, x: torch.Tensor, edges: EdgeInputs | torch.Tensor, envelope: torch.Tensor, context: GraphContext
     ) -> torch.Tensor:
-        x = x + self.attention(self.attention_norm(x), edge_features, envelope, context)
+        x = x + self.attention(self.attention_norm(x), edges, envelope, context)
         return x + self.feed_forward(self.feed_forward_norm(x))

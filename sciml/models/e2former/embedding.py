@@ -16,7 +16,7 @@ from torch import nn
 
 from sciml.equivariant.so3 import solid_harmonic_coefficient, spherical_harmonics
 from sciml.models.e2former.context import GraphContext
-from sciml.nn.mlp import MLP
+from sciml.models.e2former.edges import EdgeInputs, edge_network
 
 
 def sum_over_edges(alpha: torch.Tensor, harmonics: torch.Tensor, receivers: torch.Tensor, n: int) -> torch.Tensor:
@@ -30,22 +30,32 @@ def sum_over_edges(alpha: torch.Tensor, harmonics: torch.Tensor, receivers: torc
 
 
 class EdgeDegreeEmbedding(nn.Module):
-    """Shape: edge features (E, F), envelope (E,) -> (N, (lmax+1)^2, C). Parameters: one radial MLP and one
-    channel mixing W_l (C x C, scaled by 1 / sqrt(C)) per degree."""
+    """Shape: edges (EdgeInputs, or (E, F) features), envelope (E,) -> (N, (lmax+1)^2, C). Parameters: one
+    radial network (see :func:`~sciml.models.e2former.edges.edge_network`; hidden width ``edge_hidden``, default
+    C) and one channel mixing W_l (C x C, scaled by 1 / sqrt(C)) per degree."""
 
-    def __init__(self, lmax: int, channels: int, edge_features: int, avg_neighbours: float) -> None:
+    def __init__(
+        self,
+        lmax: int,
+        channels: int,
+        edge_features: int,
+        avg_neighbours: float,
+        edge_hidden: int | None = None,
+        shared_edges: bool = False,
+    ) -> None:
         super().__init__()
         self.lmax, self.channels, self.avg_neighbours = lmax, channels, avg_neighbours
-        self.radial = nn.ModuleList(MLP((edge_features, channels, channels), layer_norm=True) for _ in range(lmax + 1))
+        hidden = None if shared_edges else edge_hidden or channels
+        self.radial = nn.ModuleList(edge_network(edge_features, hidden, channels) for _ in range(lmax + 1))
         self.mixing = nn.Parameter(torch.randn(lmax + 1, channels, channels))
 
-    def forward(self, edge_features: torch.Tensor, envelope: torch.Tensor, context: GraphContext) -> torch.Tensor:
+    def forward(self, edges: EdgeInputs | torch.Tensor, envelope: torch.Tensor, context: GraphContext) -> torch.Tensor:
         receivers, n = context.graph.row, context.positions.shape[0]
         weight = envelope[:, None] / self.avg_neighbours
         blocks = []
         for l, radial in enumerate(self.radial):
             # P^l(r) / |r|^l = c_l Y^l(r̂): the unit-vector harmonics, with the solid-harmonic constant
             harmonics = spherical_harmonics(l, context.vectors) * solid_harmonic_coefficient(l)
-            summed = sum_over_edges(radial(edge_features) * weight, harmonics, receivers, n)
+            summed = sum_over_edges(radial(edges) * weight, harmonics, receivers, n)
             blocks.append(summed @ (self.mixing[l] / math.sqrt(self.channels)))
         return torch.cat(blocks, dim=1)

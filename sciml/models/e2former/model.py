@@ -13,6 +13,7 @@ from torch import nn
 from sciml.models.e2former.attention import attention_orders
 from sciml.models.e2former.blocks import TransformerBlock
 from sciml.models.e2former.context import GraphContext
+from sciml.models.e2former.edges import EDGE_NETWORKS, EdgeInputs, EdgeTrunk
 from sciml.models.e2former.embedding import EdgeDegreeEmbedding
 from sciml.nn.checkpoint import check_identity_buffers, records_config
 from sciml.nn.mlp import MLP
@@ -51,6 +52,9 @@ class E2Former(nn.Module):
             4000 atoms: 1.01x the time and 1.03x the memory of one frame, error flat from 108 atoms on); a
             structure under 4 cutoffs across keeps one frame. ``inf``: one frame per structure. Changes
             rounding only, never the result.
+        edge_network: ``"per_layer"`` (default: every radial filter and logit has its own MLP) or ``"shared"``
+            (one trunk per forward, a linear map per consumer); see :mod:`sciml.models.e2former.edges`.
+        edge_hidden: hidden width of the edge networks (default C).
 
     Input: a graph batch with ``pos (N,3)``, ``numbers (N,)``, ``batch (N,)``, ``cell (B,3,3)``,
     ``edge_index (2,E)``, ``shifts (E,3)``. Output: ``{"energy": (B,), "energies": (N,), "features": (N,M,C)}``.
@@ -78,8 +82,12 @@ class E2Former(nn.Module):
         frame_size: float | None = None,
         feed_forward: str = "gate",
         s2_resolution: int = 18,
+        edge_network: str = "per_layer",
+        edge_hidden: int | None = None,
     ) -> None:
         super().__init__()
+        if edge_network not in EDGE_NETWORKS:
+            raise ValueError(f"edge_network must be one of {EDGE_NETWORKS}, got {edge_network!r}")
         self.species, self.cutoff, self.order, self.lmax = list(species), float(cutoff), order, lmax
         self.max_order = max(attention_orders(order))
         lookup = torch.full((119,), -1, dtype=torch.int64)
@@ -101,8 +109,11 @@ class E2Former(nn.Module):
         self.receiver_embedding = nn.Embedding(len(self.species), radial_basis)
         self.sender_embedding = nn.Embedding(len(self.species), radial_basis)
         self.atom_embedding = nn.Embedding(len(self.species), channels)
-        edge_features = 3 * radial_basis
-        self.edge_degree = EdgeDegreeEmbedding(lmax, channels, edge_features, avg_neighbours)
+        edge_features, shared = 3 * radial_basis, edge_network == "shared"
+        self.edge_trunk = EdgeTrunk(edge_features, edge_hidden or channels) if shared else None
+        if shared:
+            edge_features = edge_hidden or channels  # the consumers read the trunk's features
+        self.edge_degree = EdgeDegreeEmbedding(lmax, channels, edge_features, avg_neighbours, edge_hidden, shared)
         self.blocks = nn.ModuleList(
             TransformerBlock(
                 lmax,
@@ -116,6 +127,8 @@ class E2Former(nn.Module):
                 parity,
                 feed_forward,
                 s2_resolution,
+                edge_hidden,
+                shared,
             )
             for _ in range(layers)
         )
@@ -165,18 +178,18 @@ class E2Former(nn.Module):
             self.frame_size,
         )
         envelope = polynomial_envelope(context.distances, self.cutoff)
-        edge_features = torch.cat(
-            [
-                self.radial_basis(context.distances),
-                self.receiver_embedding(context.receiver_types),
-                self.sender_embedding(context.sender_types),
-            ],
-            dim=1,
+        edges = EdgeInputs(
+            self.radial_basis(context.distances),
+            context.receiver_types * len(self.species) + context.sender_types,
+            self.receiver_embedding.weight,
+            self.sender_embedding.weight,
         )
-        x = self.edge_degree(edge_features, envelope, context)
+        if self.edge_trunk is not None:
+            edges = self.edge_trunk(edges)
+        x = self.edge_degree(edges, envelope, context)
         x = torch.cat([x[:, :1] + self.atom_embedding(atom_types)[:, None], x[:, 1:]], dim=1)
         for block in self.blocks:
-            x = block(x, edge_features, envelope, context)
+            x = block(x, edges, envelope, context)
         return self.final_norm(x)
 
     def forward(self, batch) -> dict[str, torch.Tensor]:
