@@ -4,7 +4,7 @@ Runs in sciml's environment (``--kind e2former`` or ``nequip``) or in MACE's own
 0.3.16 pins e3nn 0.4.4), so only ASE, numpy and torch are imported at the top. Untrained weights of the accuracy
 benchmark's architectures (speed does not depend on them), float32 unless ``--dtype``.
 
-    python _speed_worker.py --kind e2former --system 512 --calls 5 --md-steps 10
+    python _speed_worker.py --kind e2former --system 512 --calls 5 --md-steps 10 [--changes '{"layers": 4}']
 """
 
 from __future__ import annotations
@@ -37,8 +37,17 @@ def system(name: str):
     return atoms
 
 
-def e2former_calculator(dtype: str, cutoff: float):
-    """The recommended accuracy config's architecture (``configs/e2former/aspirin_md.yaml``)."""
+def recommended_architecture() -> dict:
+    """E2Former's init arguments in the accuracy benchmark's config (``configs/e2former/aspirin_md.yaml``)."""
+    import yaml
+
+    config = yaml.safe_load((ROOT / "configs" / "e2former" / "aspirin_md.yaml").read_text())
+    return dict(config["model"]["init_args"]["model"]["init_args"])
+
+
+def e2former_calculator(dtype: str, cutoff: float, compile: bool = False, **changes):
+    """The recommended accuracy config's architecture, with ``changes`` to its init arguments; ``compile``:
+    through ``torch.compile`` (the calls before the timed ones compile)."""
     import torch
 
     from sciml.calculators import SciMLCalculator
@@ -46,10 +55,10 @@ def e2former_calculator(dtype: str, cutoff: float):
     from sciml.testing import randomise_output_head
 
     torch.manual_seed(0)
-    model = E2Former(SPECIES, cutoff, channels=64, lmax=2, layers=3, heads=4, order=1, radial_basis=16,
-                     avg_neighbours=15.0)  # fmt: skip
+    model = E2Former(SPECIES, cutoff, **{**recommended_architecture(), **changes})
     model = randomise_output_head(model).eval()
-    return SciMLCalculator(model, dtype=dtype, skin=0.5), sum(p.numel() for p in model.parameters())
+    calculator = SciMLCalculator(model, dtype=dtype, skin=0.5, compile=compile)
+    return calculator, sum(p.numel() for p in model.parameters())
 
 
 def mace_calculator(dtype: str, cutoff: float):
@@ -91,9 +100,15 @@ def main() -> None:
     parser.add_argument("--md-steps", type=int, default=0)
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     parser.add_argument("--cutoff", type=float, default=5.0)
+    parser.add_argument("--changes", default="{}", help="E2Former: JSON of init arguments over the config's")
+    parser.add_argument("--compile", action="store_true", help="E2Former: through torch.compile")
     args = parser.parse_args()
-    build = {"e2former": e2former_calculator, "mace": mace_calculator, "nequip": nequip_peer}[args.kind]
-    calculator, parameters = build(args.dtype, args.cutoff)
+    if args.kind == "e2former":
+        changes = json.loads(args.changes)
+        calculator, parameters = e2former_calculator(args.dtype, args.cutoff, args.compile, **changes)
+    else:
+        build = {"mace": mace_calculator, "nequip": nequip_peer}[args.kind]
+        calculator, parameters = build(args.dtype, args.cutoff)
     atoms = system(args.system)
     row = {"kind": args.kind, "system": args.system, "atoms": len(atoms), "parameters": parameters}
     row["call_s"] = calculator_seconds(calculator, atoms, args.calls, args.warm)

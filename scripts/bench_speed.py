@@ -15,9 +15,13 @@ calls after warm-up calls, MD = ASE velocity Verlet (1 fs), peak RSS of the proc
     python scripts/bench_speed.py                    # ~10 min on 2 CPU cores
     python scripts/bench_speed.py --sizes molecule 512
 
+Then the per-edge multiply-adds of the recommended architecture against the same architecture as E2Former
+computed it before the per-edge work was cut, and one case of ``bench_layers.py`` (the kernel-matched layer).
+
 Last line: ``RESULT md_speedup_vs_mace_20=<x> md_speedup_vs_mace_512=<x> call_speedup_vs_mace_4096=<x>
-layer_speedup_lmax3_k64_matched=<x> edge_macs_ratio_vs_before=<x>`` (E2Former over MACE; the last two keys
-belong to the kernel-matched layer scaling and the per-edge work reduction, not measured by this script: nan).
+layer_speedup_lmax3_k64_matched=<x> edge_macs_ratio_vs_before=<x>`` (the recommended E2Former over MACE; the
+per-edge layer's time over the factorised layer's with the same kernels; per-edge multiply-adds now / before,
+below 1 is less work).
 """
 
 from __future__ import annotations
@@ -34,14 +38,21 @@ from bench_accuracy import mace_python
 SCRIPTS = Path(__file__).resolve().parent
 # system -> (timed calls, warm-up calls, MD steps)
 PLAN = {"molecule": (20, 3, 50), "512": (5, 2, 10), "4096": (3, 1, 0)}
-KINDS = ("e2former", "mace", "nequip")
+# E2Former rows: the recommended config's architecture, and variants of it (worker arguments)
+E2FORMER_ROWS = {
+    "e2former": [],
+    "e2former_per_layer_edges": ["--changes", json.dumps({"edge_network": "per_layer", "edge_hidden": None})],
+    "e2former_compiled": ["--compile"],  # molecule and 512 atoms only
+}
+KINDS = (*E2FORMER_ROWS, "mace", "nequip")
 
 
 def measure(kind: str, name: str, threads: int, dtype: str) -> dict:
     calls, warm, steps = PLAN[name]
     python = str(mace_python()) if kind == "mace" else sys.executable
-    command = [python, str(SCRIPTS / "_speed_worker.py"), "--kind", kind, "--system", name, "--calls", str(calls)]
-    command += ["--warm", str(warm), "--md-steps", str(steps), "--dtype", dtype]
+    worker = "e2former" if kind in E2FORMER_ROWS else kind
+    command = [python, str(SCRIPTS / "_speed_worker.py"), "--kind", worker, "--system", name, "--calls", str(calls)]
+    command += ["--warm", str(warm), "--md-steps", str(steps), "--dtype", dtype, *E2FORMER_ROWS.get(kind, [])]
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     if kind == "mace":
         env.pop("PYTHONPATH", None)
@@ -49,6 +60,34 @@ def measure(kind: str, name: str, threads: int, dtype: str) -> dict:
     if done.returncode:
         raise RuntimeError(f"{kind} on {name} failed ({done.returncode}):\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def layer_speedup(threads: int) -> float:
+    """``bench_layers.py``'s kernel-matched speedup at lmax 3, order 1, K 64, 1024 atoms (one case)."""
+    command = [sys.executable, str(SCRIPTS / "bench_layers.py"), "--lmax", "3", "--orders", "1"]
+    command += ["--neighbours", "64", "--sizes", "1024"]
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+    done = subprocess.run(command, env=env, capture_output=True, text=True, cwd=SCRIPTS)
+    if done.returncode:
+        raise RuntimeError(f"bench_layers.py failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    print(done.stdout.strip().splitlines()[-2])  # its table row
+    result = done.stdout.strip().splitlines()[-1]
+    return float(result.split("layer_speedup_lmax3_k64_matched=")[1].split()[0])
+
+
+def edge_work() -> tuple[dict, dict]:
+    """Per-edge multiply-adds of the recommended architecture, and of the same architecture as E2Former
+    computed it before the per-edge work was cut (per-layer edge MLPs of width C on the (E, 3R) features)."""
+    from _speed_worker import SPECIES, recommended_architecture
+
+    from sciml.models import E2Former
+    from sciml.models.e2former.cost import edge_multiply_adds
+
+    architecture = recommended_architecture()
+    before = {**architecture, "edge_network": "per_layer", "edge_hidden": None}
+    return edge_multiply_adds(E2Former(SPECIES, **architecture)), edge_multiply_adds(
+        E2Former(SPECIES, **before), per_pair_first_layers=False
+    )
 
 
 def main() -> None:
@@ -61,10 +100,12 @@ def main() -> None:
     rows: dict[tuple[str, str], dict] = {}
     for name in args.sizes:
         for kind in args.kinds:
+            if kind == "e2former_compiled" and name == "4096":
+                continue  # compiling at 4096 atoms takes minutes and more memory than the eager model
             rows[kind, name] = row = measure(kind, name, args.threads, args.dtype)
             print(f"# {kind} on {name}: {json.dumps(row)}", flush=True)
     print(f"\n{args.dtype}, {args.threads} threads; seconds per energy + forces call (median), MD steps/s, peak RSS")
-    print("| system | atoms | model | parameters | s / call | MD steps/s | peak RSS MiB | E2Former speed-up |")
+    print("| system | atoms | model | parameters | s / call | MD steps/s | peak RSS MiB | speed-up of e2former |")
     print("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |")
     for (kind, name), row in rows.items():
         own = rows.get(("e2former", name))
@@ -81,11 +122,20 @@ def main() -> None:
             return float("nan")
         return own[key] / peer[key] if key == "md_steps_per_s" else peer[key] / own[key]
 
+    after, before = edge_work()
+    print("\nper-edge multiply-adds of one forward (sciml.models.e2former.cost.edge_multiply_adds):")
+    print("| part | before | now |")
+    print("| --- | ---: | ---: |")
+    for part in after:
+        print(f"| {part} | {before[part]} | {after[part]} |")
+    print("\nkernel-matched layer (bench_layers.py, lmax 3, order 1, K 64, 1024 atoms):")
+    matched = layer_speedup(args.threads)
     print(
         f"RESULT md_speedup_vs_mace_20={speedup('molecule', 'md_steps_per_s'):.2f} "
         f"md_speedup_vs_mace_512={speedup('512', 'md_steps_per_s'):.2f} "
         f"call_speedup_vs_mace_4096={speedup('4096', 'call_s'):.2f} "
-        "layer_speedup_lmax3_k64_matched=nan edge_macs_ratio_vs_before=nan"
+        f"layer_speedup_lmax3_k64_matched={matched:.2f} "
+        f"edge_macs_ratio_vs_before={after['total'] / before['total']:.3f}"
     )
 
 

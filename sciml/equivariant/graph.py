@@ -54,6 +54,13 @@ class EdgeGraph:
         )
         return graph, order
 
+    def per_edge(self) -> EdgeGraph:
+        """The same receivers with every edge its own sender (S = E, sender e is edge e): aggregating
+        per-edge values with the same kernel as per-sender ones."""
+        edges = torch.arange(self.row.numel(), device=self.row.device)
+        rowptr_t = torch.arange(self.row.numel() + 1, device=self.row.device)
+        return EdgeGraph(self.row, edges, self.rowptr, edges, edges, rowptr_t, self.n_receivers, self.row.numel())
+
     def tensors(self) -> tuple[torch.Tensor, ...]:
         """The graph arguments of ``sciml::edge_aggregate`` / ``sciml::edge_dot``."""
         return self.row, self.col, self.rowptr, self.perm_t, self.inv_perm_t, self.rowptr_t

@@ -75,6 +75,11 @@ class CGTable:
                 coeff.append(float(cg[a, b, k]) * p.scale)
         return i1, i2, i3, coeff
 
+    @property
+    def nonzeros(self) -> int:
+        """Nonzero CG coefficients: multiply-adds per channel of one contraction."""
+        return len(self._entries[3])
+
     def sparse(self, dtype: torch.dtype, device: torch.device) -> tuple[torch.Tensor, ...]:
         """(i1, i2, i3, coeff) of the nonzero coefficients, for ``sciml::cg_contract`` (cached)."""
         key = (dtype, device)

@@ -21,13 +21,15 @@ class ForceStressOutput(nn.Module):
             direct-force head: faster, not conservative). Stress is always a strain derivative.
 
     Returns from ``forward(batch, forces=True, stress=False)``: the model's outputs plus ``forces (N, 3)``
-    and, with ``stress``, ``stress (B, 3, 3)``. Under ``torch.is_grad_enabled()`` and ``self.training``
-    the derivatives keep their graph (``create_graph``) so force losses can be trained.
+    and, with ``stress``, ``stress (B, 3, 3)``. In training mode the derivatives keep their graph
+    (``create_graph``) so force losses can be trained; in eval mode they do not (inference: less memory and
+    time). The wrapper starts in the mode of ``model`` (a wrapper around an eval-mode model is in eval mode).
     """
 
     def __init__(self, model: nn.Module, direct_forces: bool = False) -> None:
         super().__init__()
         self.model, self.direct_forces = model, direct_forces
+        self.train(model.training)
 
     def forward(self, batch, forces: bool = True, stress: bool = False) -> dict[str, torch.Tensor]:
         if self.direct_forces and not stress:

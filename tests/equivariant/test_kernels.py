@@ -11,7 +11,7 @@ import torch
 from sciml.equivariant import kernels
 from sciml.equivariant.graph import EdgeGraph
 from sciml.equivariant.kernels import build, ops
-from sciml.equivariant.operations import WeightedTensorProduct, cg_contract, edge_aggregate
+from sciml.equivariant.operations import WeightedTensorProduct, cg_contract, edge_aggregate, edge_dot
 from sciml.equivariant.tensor_product import coupling_table, expansion_table
 
 TOL = 1e-12
@@ -74,8 +74,23 @@ def test_edge_dot_kernel_equals_reference():
     a, b = _leaf(9, 9, 8, seed=5), _leaf(11, 9, 8, seed=6)
     probe = torch.randn(graph.row.numel(), 8, dtype=torch.float64)
     _assert_agree(
-        _derivatives(lambda u, v: (u[graph.row] * v[graph.col]).sum(1), (a, b), probe),
-        _derivatives(lambda u, v: ops.edge_dot(u, v, *graph.tensors()), (a, b), probe),
+        _derivatives(lambda u, v: edge_dot(u, v, graph, "reference"), (a, b), probe),
+        _derivatives(lambda u, v: edge_dot(u, v, graph, "cpu"), (a, b), probe),
+    )
+
+
+def test_per_edge_graph_aggregates_per_edge_values():
+    """``EdgeGraph.per_edge``: the aggregation kernel sums per-edge values (senders = edges) like index_add."""
+    graph = _graph()
+    alpha, x = _leaf(graph.row.numel(), 8, seed=12), _leaf(graph.row.numel(), 5, 8, seed=13)
+    probe = torch.randn(9, 5, 8, dtype=torch.float64)
+
+    def by_index_add(a, b):
+        return b.new_zeros(9, 5, 8).index_add(0, graph.row, a[:, None, :] * b)
+
+    _assert_agree(
+        _derivatives(by_index_add, (alpha, x), probe),
+        _derivatives(lambda a, b: edge_aggregate(a, b, graph.per_edge(), "cpu"), (alpha, x), probe),
     )
 
 
