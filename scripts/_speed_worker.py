@@ -45,9 +45,8 @@ def recommended_architecture() -> dict:
     return dict(config["model"]["init_args"]["model"]["init_args"])
 
 
-def e2former_calculator(dtype: str, cutoff: float, compile: bool = False, **changes):
-    """The recommended accuracy config's architecture, with ``changes`` to its init arguments; ``compile``:
-    through ``torch.compile`` (the calls before the timed ones compile)."""
+def e2former_calculator(dtype: str, cutoff: float, **changes):
+    """The recommended accuracy config's architecture, with ``changes`` to its init arguments."""
     import torch
 
     from sciml.calculators import SciMLCalculator
@@ -57,8 +56,7 @@ def e2former_calculator(dtype: str, cutoff: float, compile: bool = False, **chan
     torch.manual_seed(0)
     model = E2Former(SPECIES, cutoff, **{**recommended_architecture(), **changes})
     model = randomise_output_head(model).eval()
-    calculator = SciMLCalculator(model, dtype=dtype, skin=0.5, compile=compile)
-    return calculator, sum(p.numel() for p in model.parameters())
+    return SciMLCalculator(model, dtype=dtype, skin=0.5), sum(p.numel() for p in model.parameters())
 
 
 def mace_calculator(dtype: str, cutoff: float):
@@ -101,11 +99,10 @@ def main() -> None:
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     parser.add_argument("--cutoff", type=float, default=5.0)
     parser.add_argument("--changes", default="{}", help="E2Former: JSON of init arguments over the config's")
-    parser.add_argument("--compile", action="store_true", help="E2Former: through torch.compile")
     args = parser.parse_args()
     if args.kind == "e2former":
         changes = json.loads(args.changes)
-        calculator, parameters = e2former_calculator(args.dtype, args.cutoff, args.compile, **changes)
+        calculator, parameters = e2former_calculator(args.dtype, args.cutoff, **changes)
     else:
         build = {"mace": mace_calculator, "nequip": nequip_peer}[args.kind]
         calculator, parameters = build(args.dtype, args.cutoff)

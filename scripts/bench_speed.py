@@ -42,7 +42,6 @@ PLAN = {"molecule": (20, 3, 50), "512": (5, 2, 10), "4096": (3, 1, 0)}
 E2FORMER_ROWS = {
     "e2former": [],
     "e2former_per_layer_edges": ["--changes", json.dumps({"edge_network": "per_layer", "edge_hidden": None})],
-    "e2former_compiled": ["--compile"],  # molecule and 512 atoms only
 }
 KINDS = (*E2FORMER_ROWS, "mace", "nequip")
 
@@ -100,8 +99,6 @@ def main() -> None:
     rows: dict[tuple[str, str], dict] = {}
     for name in args.sizes:
         for kind in args.kinds:
-            if kind == "e2former_compiled" and name == "4096":
-                continue  # compiling at 4096 atoms takes minutes and more memory than the eager model
             rows[kind, name] = row = measure(kind, name, args.threads, args.dtype)
             print(f"# {kind} on {name}: {json.dumps(row)}", flush=True)
     print(f"\n{args.dtype}, {args.threads} threads; seconds per energy + forces call (median), MD steps/s, peak RSS")

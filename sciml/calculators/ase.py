@@ -30,28 +30,19 @@ class SciMLCalculator(Calculator):
     Args:
         model: an energy model in eval mode (``model.species``, ``model.cutoff``); training mode is refused.
         device: torch device. dtype: ``"float32"`` or ``"float64"``. skin: neighbour-list skin in Å.
-        compile: run the model through ``torch.compile`` (``dynamic=True``: atom and edge counts vary from
-            call to call; the ``sciml::`` kernels trace through their fake implementations). The first calls
-            compile (tens of seconds); the forces stay -dE/dx of the compiled energy.
     """
 
     implemented_properties = ["energy", "free_energy", "energies", "forces", "stress"]
 
     def __init__(
-        self,
-        model: nn.Module,
-        device: str = "cpu",
-        dtype: str = "float32",
-        skin: float = 0.5,
-        compile: bool = False,
-        **kwargs,
+        self, model: nn.Module, device: str = "cpu", dtype: str = "float32", skin: float = 0.5, **kwargs
     ) -> None:
         super().__init__(**kwargs)
         if dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got '{dtype}'")
         self.device, self.dtype, self.skin = torch.device(device), DTYPES[dtype], float(skin)
         self.model = model.to(device=self.device, dtype=self.dtype)
-        self.potential = ForceStressOutput(torch.compile(self.model, dynamic=True) if compile else self.model)
+        self.potential = ForceStressOutput(self.model)
         self.cutoff = float(model.cutoff)
         self.species = set(int(z) for z in model.species)
         self.rebuilds = 0

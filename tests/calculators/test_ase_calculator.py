@@ -219,22 +219,6 @@ def test_checkpoint_round_trip_and_nve_conservation(quickstart_run):
     assert abs(slope) < 1e-3 and excursion < 1e-3
 
 
-def test_compiled_model_gives_the_eager_results():
-    """``compile=True`` (torch.compile, dynamic shapes, the kernels traced through their fake implementations):
-    the same energy, forces and stress as eager in float64 on a periodic cell, also after the atoms moved
-    (another edge count: no recompilation failure). About 40 s, most of it compiling."""
-    atoms = copper((2, 1, 1))
-    eager, compiled = (SciMLCalculator(small_model(), dtype="float64", compile=flag) for flag in (False, True))
-    for step in range(2):
-        atoms.rattle(0.1, seed=10 + step)
-        results = []
-        for calculator in (eager, compiled):
-            atoms.calc = calculator
-            results.append((atoms.get_potential_energy(), atoms.get_forces(), atoms.get_stress()))
-        for reference, value in zip(*results, strict=True):
-            assert np.abs(np.asarray(value) - reference).max() <= 1e-10 * max(np.abs(reference).max(), 1.0)
-
-
 def test_potential_wrapper_follows_the_model_mode():
     """An eval-mode model gives an eval-mode ForceStressOutput (no create_graph in the calculator's backward:
     before, every MD step kept the graph for a second derivative)."""
