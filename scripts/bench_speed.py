@@ -2,10 +2,11 @@
 steps per second through each model's ASE calculator, on aspirin (21 atoms) and carbon-filled fcc boxes of
 512 and 4096 atoms (a = 3.61 Å, cutoff 5 Å, ~43 neighbours), float32.
 
-Models: the architectures the accuracy benchmark compares (``scripts/bench_accuracy.py``), where E2Former (C 64,
-lmax 2, 3 layers: ``configs/e2former/aspirin_md.yaml``) has 0.80x MACE's force error (MACE 0.3.16: 64x0e +
-64x1o, L 1, 2 interactions, correlation 3) at 40 training minutes each; so the E2Former/MACE ratio is speed at
-better-than-equal accuracy. NequIP 0.19.1 with E2Former's irreps (64x0e + 64x1o + 64x2e), 3 layers, as a
+Models: the architectures the accuracy benchmark compares (``scripts/bench_accuracy.py``): E2Former as
+``configs/e2former/aspirin_md.yaml`` defines it (read from the file: C 64, lmax 2, 3 layers, shared edge trunk
+of width 32), which has 0.80x MACE's force error (MACE 0.3.16: 64x0e + 64x1o, L 1, 2 interactions, correlation
+3) at 40 training minutes each, so the E2Former/MACE ratio is speed at better-than-equal accuracy; and the same
+E2Former with per-layer edge MLPs (the former config, also 0.80x). NequIP 0.19.1 with E2Former's irreps (64x0e + 64x1o + 64x2e), 3 layers, as a
 second peer (not in the accuracy benchmark). Untrained weights (speed does not depend on them).
 
 Each (model, system) runs in its own process (``_speed_worker.py``; MACE in its own environment, built on
