@@ -42,14 +42,15 @@ class OrderBranch(nn.Module):
         width: int,
         order: int,
         edge_features: int,
-        edge_hidden: int | None,
+        edge_hidden: int,
+        shared_edges: bool,
         dense: bool,
         backend: str,
         parity: bool,
     ) -> None:
         super().__init__()
         self.order, self.width = order, width
-        self.radial = edge_network(edge_features, edge_hidden, width)
+        self.radial = edge_network(edge_features, edge_hidden, width, shared_edges)
         self.value = SO3Linear(lmax, channels, width)
         degrees = DegreeLayout.up_to(lmax).degrees
         self.convolution = Wigner6jConvolution(degrees, order, degrees, width, width, dense, backend, parity)
@@ -96,7 +97,7 @@ class Wigner6jAttention(KernelModule):
         shared_edges: bool = False,
     ) -> None:
         super().__init__(backend)
-        edge_hidden = None if shared_edges else edge_hidden or channels
+        edge_hidden = edge_hidden or channels
         orders = attention_orders(order)
         widths = [channels >> k for k in range(len(orders))]
         if any(width % heads for width in widths):
@@ -109,9 +110,9 @@ class Wigner6jAttention(KernelModule):
         self.key = nn.Sequential(
             Invariants(lmax, channels, head_dim), MLP((invariant_size, channels, heads * head_dim))
         )
-        self.edge_logit = edge_network(edge_features, edge_hidden, heads)
+        self.edge_logit = edge_network(edge_features, edge_hidden, heads, shared_edges)
         self.branches = nn.ModuleList(
-            OrderBranch(lmax, channels, width, L, edge_features, edge_hidden, dense, backend, parity)
+            OrderBranch(lmax, channels, width, L, edge_features, edge_hidden, shared_edges, dense, backend, parity)
             for L, width in zip(orders, widths, strict=True)
         )
         self.gates = nn.Linear(channels, sum(widths)) if len(orders) > 1 else None

@@ -81,9 +81,9 @@ class EdgeTrunk(nn.Module):
         return nn.functional.silu(self.norm(edges.linear(self.linear)))
 
 
-def edge_network(edge_features: int, hidden: int | None, out: int) -> nn.Module:
-    """A consumer's network: ``EdgeMLP((edge_features, hidden, out))``, or with ``hidden=None`` (the inputs
-    are the shared trunk's features already) one ``nn.Linear(edge_features, out)``."""
-    if hidden is None:
+def edge_network(edge_features: int, hidden: int, out: int, shared: bool) -> nn.Module:
+    """A consumer's network: ``EdgeMLP((edge_features, hidden, out))``, or with ``shared`` (the inputs are the
+    shared trunk's features already) one ``nn.Linear(edge_features, out)``."""
+    if shared:
         return nn.Linear(edge_features, out)
     return EdgeMLP((edge_features, hidden, out))

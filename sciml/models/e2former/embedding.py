@@ -45,8 +45,10 @@ class EdgeDegreeEmbedding(nn.Module):
     ) -> None:
         super().__init__()
         self.lmax, self.channels, self.avg_neighbours = lmax, channels, avg_neighbours
-        hidden = None if shared_edges else edge_hidden or channels
-        self.radial = nn.ModuleList(edge_network(edge_features, hidden, channels) for _ in range(lmax + 1))
+        hidden = edge_hidden or channels
+        self.radial = nn.ModuleList(
+            edge_network(edge_features, hidden, channels, shared_edges) for _ in range(lmax + 1)
+        )
         self.mixing = nn.Parameter(torch.randn(lmax + 1, channels, channels))
 
     def forward(self, edges: EdgeInputs | torch.Tensor, envelope: torch.Tensor, context: GraphContext) -> torch.Tensor:
