@@ -106,6 +106,7 @@ ABLATION = {
         "--model.init_args.model.init_args.edge_hidden=32",
     ],
     "edge MLPs hidden 32": ["--model.init_args.model.init_args.edge_hidden=32"],
+    "separable norm (EquiformerV2's; the norm before)": ["--model.init_args.model.init_args.norm=separable"],
 }
 
 

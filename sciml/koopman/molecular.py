@@ -22,7 +22,7 @@ class MolecularEncoder(nn.Module):
 
     Args:
         species: atomic numbers. cutoff: neighbour radius in Å. output_dim: learned functions (k - 1).
-        channels, lmax, layers, heads, radial_basis, avg_neighbours, backend, parity: E2Former backbone
+        channels, lmax, layers, heads, radial_basis, avg_neighbours, backend, parity, norm: E2Former backbone
             settings (``parity=False``: rotation-invariant only, so pseudo-scalars such as the handedness
             of a chiral centre are directly available).
         hidden: widths of the MLP head. pooling: ``"mean"`` or ``"sum"`` over the atoms of a structure.
@@ -33,6 +33,8 @@ class MolecularEncoder(nn.Module):
     """
 
     linked_from_data: ClassVar[dict[str, str]] = {"species": "species", "cutoff": "cutoff"}  # by ``sciml fit``
+
+    legacy_defaults: ClassVar[dict[str, object]] = E2Former.legacy_defaults  # see E2Former
 
     @records_config
     def __init__(
@@ -51,6 +53,7 @@ class MolecularEncoder(nn.Module):
         backend: str = "auto",
         parity: bool = True,
         normalize: bool = True,
+        norm: str = "joint",
     ) -> None:
         super().__init__()
         if pooling not in ("mean", "sum"):
@@ -67,6 +70,7 @@ class MolecularEncoder(nn.Module):
             avg_neighbours=avg_neighbours,
             backend=backend,
             parity=parity,
+            norm=norm,
         )
         self.backbone.energy_head.requires_grad_(False)  # the energy readout is not used here
         self.normalise = nn.BatchNorm1d(channels, affine=False) if normalize else nn.Identity()

@@ -110,6 +110,8 @@ def build_module(spec: dict, source: str | Path) -> nn.Module:
         raise CheckpointError(f"checkpoint '{source}': init_args of '{class_path}' is not a mapping")
     for name, value in init_args.items():
         _check_value(value, f"checkpoint '{source}': init_args.{name} of '{class_path}'")
+    # arguments added after the file was written: the class's ``legacy_defaults`` rebuild the old behaviour
+    init_args = {**getattr(kind, "legacy_defaults", {}), **init_args}
     try:
         inspect.signature(kind).bind(**init_args)
     except TypeError as error:

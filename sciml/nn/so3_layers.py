@@ -51,13 +51,29 @@ class Invariants(nn.Module):
         return torch.cat([(a[:, s] * b[:, s]).sum(1) for s in self.layout.slices], dim=1)
 
 
-class EquivariantRMSNorm(nn.Module):
-    """Separable norm (EquiformerV2 style): layer norm of the l = 0 channels; the l > 0 part divided by
-    its degree-balanced RMS (each degree weighs equally); per-degree per-channel affine weights."""
+NORMS = ("joint", "separable")
 
-    def __init__(self, lmax: int, channels: int, eps: float = 1e-5) -> None:
+
+class EquivariantRMSNorm(nn.Module):
+    """Layer norm of the l = 0 channels; the l > 0 part divided by a degree-balanced RMS (each degree weighs
+    equally); per-degree per-channel affine weights.
+
+    ``kind="joint"`` (default): the RMS is taken over every degree, the scalars included. ``"separable"``
+    (EquiformerV2): over the l > 0 degrees alone. The separable norm divides the l > 0 features by their own
+    size, however small: at a site of high symmetry they vanish exactly (l = 1 at every centre of inversion,
+    l = 1 and 2 at every cubic or tetrahedral site: a perfect crystal, the carbon of methane), and the norm
+    blows their rounding noise up by 1 / sqrt(eps) per layer. Measured on a perfect 512-atom fcc lattice
+    (forces zero by symmetry): float64 forces of 0.04 eV/Å and float32 forces of 2e4 eV/Å after seven norms.
+    The joint norm keeps them at rounding level (1e-16 and 3e-7 eV/Å).
+
+    Shape: (N, (lmax + 1)^2, C) -> the same.
+    """
+
+    def __init__(self, lmax: int, channels: int, eps: float = 1e-5, kind: str = "joint") -> None:
         super().__init__()
-        self.lmax, self.eps, self.layout = lmax, eps, DegreeLayout.up_to(lmax)
+        if kind not in NORMS:
+            raise ValueError(f"norm must be one of {NORMS}, got {kind!r}")
+        self.lmax, self.eps, self.layout, self.kind = lmax, eps, DegreeLayout.up_to(lmax), kind
         self.weight = nn.Parameter(torch.empty(lmax + 1, channels))
         self.bias = nn.Parameter(torch.empty(channels))
         self.reset_parameters()
@@ -73,10 +89,14 @@ class EquivariantRMSNorm(nn.Module):
         blocks = [(scalars * self.weight[0] + self.bias)[:, None]]
         if self.lmax > 0:
             slices = self.layout.slices[1:]
-            power = torch.stack([x[:, s].pow(2).mean(1) for s in slices], 0).mean(0)  # (N, C)
+            in_rms = self.layout.slices if self.kind == "joint" else slices
+            power = torch.stack([x[:, s].pow(2).mean(1) for s in in_rms], 0).mean(0)  # (N, C)
             inverse_rms = torch.rsqrt(power.mean(-1, keepdim=True) + self.eps)[:, None]
             blocks += [x[:, s] * inverse_rms * self.weight[l + 1] for l, s in enumerate(slices)]
         return torch.cat(blocks, dim=1)
+
+    def extra_repr(self) -> str:
+        return f"lmax={self.lmax}, kind={self.kind!r}"
 
 
 class GatedFeedForward(nn.Module):

@@ -10,6 +10,8 @@ import copy
 import numpy as np
 import pytest
 import torch
+from ase import Atoms
+from ase.build import bulk
 
 from sciml.equivariant.so3 import random_rotation
 from sciml.nn.forces import ForceStressOutput
@@ -90,6 +92,28 @@ class EnergyModelTests:
         far = single(with_dtype(moved(batch, translation=torch.full((3,), 100.0)), torch.float32))
         assert relative(far["energy"].double(), reference["energy"]) < 1e-5
         assert relative(far["forces"].double(), reference["forces"]) < 1e-4
+
+    @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+    def test_forces_at_symmetric_sites(self, dtype):
+        """Where symmetry fixes the forces they come out so to rounding: zero on every atom of a perfect fcc
+        crystal (each site a centre of inversion with cubic symmetry), zero on methane's carbon and along the
+        bond on its hydrogens. Features of degree 1 and 2 vanish at such sites, which a norm that divides them
+        by their own size turns into noise (see ``sciml.nn.so3_layers.EquivariantRMSNorm``)."""
+        _, force_tol = TOLERANCES[dtype]
+        crystal = bulk("Cu", "fcc", a=3.61, cubic=True).repeat((2, 2, 2))
+        bonds = 0.63 * np.array([[1, 1, 1], [1, -1, -1], [-1, 1, -1], [-1, -1, 1]])
+        methane = Atoms("CH4", positions=[[0.0, 0.0, 0.0], *bonds])
+        batch = graph_batch([crystal, methane], self.cutoff, dtype)
+        forces = self.potential(dtype)(batch)["forces"].detach().double()
+        hydrogens = forces[-4:]
+        scale = hydrogens.norm(dim=1).max()
+        assert scale > 1e-4, "methane's hydrogens feel no force: this test would be vacuous"
+        assert forces[: len(crystal)].abs().max() / scale < force_tol
+        assert forces[len(crystal)].abs().max() / scale < force_tol
+        unit = torch.tensor(bonds / np.linalg.norm(bonds, axis=1, keepdims=True))
+        across = hydrogens - (hydrogens * unit).sum(1, keepdim=True) * unit
+        assert across.abs().max() / scale < force_tol
+        assert (hydrogens.norm(dim=1) - scale).abs().max() / scale < force_tol
 
     def test_forces_are_minus_energy_gradient(self):
         potential = self.potential(torch.float64)

@@ -191,3 +191,23 @@ def test_state_dict_carries_species_cutoff_and_energy_scale_and_refuses_other_da
     single = model(energy_scale=scale).float().state_dict()
     assert float(single["energy_scale_value"]) != scale
     model(energy_scale=scale).load_state_dict(single)
+
+
+def test_checkpoints_from_before_the_joint_norm_rebuild_with_the_separable_one():
+    from sciml.koopman.molecular import MolecularEncoder
+    from sciml.nn.checkpoint import build_module, module_spec
+
+    model = E2Former([1, 6, 8], 4.0, channels=8, lmax=1, layers=1, heads=2)
+    spec = module_spec(model)
+    assert spec["init_args"]["norm"] == "joint"
+    assert build_module(spec, "new.ckpt").final_norm.kind == "joint"
+    del spec["init_args"]["norm"]  # what a checkpoint written before the option holds
+    older = build_module(spec, "old.ckpt")
+    assert {older.final_norm.kind, older.blocks[0].attention_norm.kind, older.blocks[0].feed_forward_norm.kind} == {
+        "separable"
+    }
+    encoder = module_spec(MolecularEncoder([1, 6, 8], 4.0, 2, channels=8, lmax=1, layers=1, heads=2))
+    del encoder["init_args"]["norm"]
+    assert build_module(encoder, "old_koopman.ckpt").backbone.final_norm.kind == "separable"
+    with pytest.raises(ValueError, match="norm must be one of"):
+        E2Former([1], 4.0, channels=8, lmax=1, layers=1, heads=2, norm="batch")

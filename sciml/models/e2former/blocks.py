@@ -15,7 +15,8 @@ class TransformerBlock(nn.Module):
     """Args: as :class:`Wigner6jAttention`, plus ``hidden``: feed-forward width; ``feed_forward``: ``"gate"``
     (:class:`GatedFeedForward`, exact) or ``"s2"`` (:class:`S2FeedForward` on a grid of ``s2_resolution``
     latitudes, the paper's FFN; rotation error about 1e-7 at 18, 1e-12 at 36); ``edge_hidden`` /
-    ``shared_edges``: the edge networks, see :class:`Wigner6jAttention`."""
+    ``shared_edges``: the edge networks, see :class:`Wigner6jAttention`; ``norm``: the kind of
+    :class:`~sciml.nn.so3_layers.EquivariantRMSNorm` before attention and feed-forward."""
 
     def __init__(
         self,
@@ -32,9 +33,10 @@ class TransformerBlock(nn.Module):
         s2_resolution: int = 18,
         edge_hidden: int | None = None,
         shared_edges: bool = False,
+        norm: str = "joint",
     ) -> None:
         super().__init__()
-        self.attention_norm = EquivariantRMSNorm(lmax, channels)
+        self.attention_norm = EquivariantRMSNorm(lmax, channels, kind=norm)
         self.attention = Wigner6jAttention(
             lmax,
             channels,
@@ -47,7 +49,7 @@ class TransformerBlock(nn.Module):
             edge_hidden=edge_hidden,
             shared_edges=shared_edges,
         )
-        self.feed_forward_norm = EquivariantRMSNorm(lmax, channels)
+        self.feed_forward_norm = EquivariantRMSNorm(lmax, channels, kind=norm)
         if feed_forward == "gate":
             self.feed_forward = GatedFeedForward(lmax, channels, hidden)
         elif feed_forward == "s2":

@@ -55,6 +55,9 @@ class E2Former(nn.Module):
         edge_network: ``"per_layer"`` (default: every radial filter and logit has its own MLP) or ``"shared"``
             (one trunk per forward, a linear map per consumer); see :mod:`sciml.models.e2former.edges`.
         edge_hidden: hidden width of the edge networks (default C).
+        norm: ``"joint"`` (default) or ``"separable"`` (EquiformerV2's, the only one before: checkpoints that
+            do not record ``norm`` are rebuilt with it); see :class:`~sciml.nn.so3_layers.EquivariantRMSNorm`.
+            The separable norm loses every digit of the forces at sites of high symmetry (perfect crystals).
 
     Input: a graph batch with ``pos (N,3)``, ``numbers (N,)``, ``batch (N,)``, ``cell (B,3,3)``,
     ``edge_index (2,E)``, ``shifts (E,3)``. Output: ``{"energy": (B,), "energies": (N,), "features": (N,M,C)}``.
@@ -84,6 +87,7 @@ class E2Former(nn.Module):
         s2_resolution: int = 18,
         edge_network: str = "per_layer",
         edge_hidden: int | None = None,
+        norm: str = "joint",
     ) -> None:
         super().__init__()
         if edge_network not in EDGE_NETWORKS:
@@ -129,16 +133,19 @@ class E2Former(nn.Module):
                 s2_resolution,
                 edge_hidden,
                 shared,
+                norm,
             )
             for _ in range(layers)
         )
-        self.final_norm = EquivariantRMSNorm(lmax, channels)
+        self.final_norm = EquivariantRMSNorm(lmax, channels, kind=norm)
         self.energy_head = MLP((channels, channels, 1))
         nn.init.zeros_(self.energy_head[-1].weight)  # start at the fitted per-element reference energies
         nn.init.zeros_(self.energy_head[-1].bias)
         self.force_head = nn.Linear(channels, 1, bias=False) if direct_force_head else None
 
     IDENTITY_BUFFERS = ("species_numbers", "cutoff_radius", "energy_scale_value")
+    # init arguments added after checkpoints existed: a spec without them means the behaviour before them
+    legacy_defaults: ClassVar[dict[str, object]] = {"norm": "separable"}
     # init argument -> attribute of the data module that supplies it (``sciml fit`` links them)
     linked_from_data: ClassVar[dict[str, str]] = {
         "cutoff": "cutoff",
