@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import cached_property
 
 import torch
 
@@ -44,6 +43,10 @@ class CGTable:
 
     def __init__(self, paths: list[CGPath], dim1: int, dim2: int, out_dim: int) -> None:
         self.paths, self.dim1, self.dim2, self.out_dim = paths, dim1, dim2, out_dim
+        # every coefficient is computed here, not on first use: a forward never calls e3nn's Clebsch-Gordan
+        # construction, so ``torch.compile`` can trace the model from a cold start
+        self._coefficients = [clebsch_gordan(p.l1, p.l2, p.l3) * p.scale for p in paths]  # float64, CPU
+        self._entries = self._nonzero_entries()
         self._sparse_cache: dict[tuple, tuple[torch.Tensor, ...]] = {}
 
     def reference(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -51,8 +54,8 @@ class CGTable:
         n, _, c = x.shape
         y = y.expand(-1, -1, c)
         out = x.new_zeros(n, self.out_dim, c)
-        for p in self.paths:
-            cg = clebsch_gordan(p.l1, p.l2, p.l3, x.dtype, x.device) * p.scale
+        for p, coefficients in zip(self.paths, self._coefficients, strict=True):
+            cg = coefficients.to(dtype=x.dtype, device=x.device)
             term = torch.einsum(
                 "nic,njc,ijk->nkc",
                 x[:, p.start1 : p.start1 + 2 * p.l1 + 1],
@@ -63,16 +66,14 @@ class CGTable:
             out[:, p.start3 : stop : p.stride3] += term
         return out
 
-    @cached_property
-    def _entries(self) -> tuple[list[int], list[int], list[int], list[float]]:
+    def _nonzero_entries(self) -> tuple[list[int], list[int], list[int], list[float]]:
         i1, i2, i3, coeff = [], [], [], []
-        for p in self.paths:
-            cg = clebsch_gordan(p.l1, p.l2, p.l3)
-            for a, b, k in torch.nonzero(cg.abs() > 1e-15).tolist():
+        for p, cg in zip(self.paths, self._coefficients, strict=True):
+            for a, b, k in torch.nonzero(cg.abs() > 1e-15 * abs(p.scale)).tolist():
                 i1.append(p.start1 + a)
                 i2.append(p.start2 + b)
                 i3.append(p.start3 + k * p.stride3)
-                coeff.append(float(cg[a, b, k]) * p.scale)
+                coeff.append(float(cg[a, b, k]))
         return i1, i2, i3, coeff
 
     @property
