@@ -15,6 +15,7 @@ from torch_geometric.data import Data
 
 from sciml.calculators.checkpoint import load_model
 from sciml.data.neighbours import radius_graph
+from sciml.equivariant.graph import padded_size
 from sciml.nn.forces import ForceStressOutput
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
@@ -30,12 +31,28 @@ class SciMLCalculator(Calculator):
     Args:
         model: an energy model in eval mode (``model.species``, ``model.cutoff``); training mode is refused.
         device: torch device. dtype: ``"float32"`` or ``"float64"``. skin: neighbour-list skin in Å.
+        compile: ``model.compile(static_shapes=...)`` (E2Former: ``torch.compile`` of its layers; the first call
+            compiles, about a minute on a CPU).
+        static_shapes: fixed-capacity neighbour buffers: every pair within cutoff + skin is kept until the next
+            rebuild (the model's smooth cutoff makes the ones beyond the cutoff contribute exactly nothing)
+            and the list is padded to a capacity that only grows (10 % headroom, ``padded_size`` buckets) with pairs
+            farther apart than the cutoff. Edge counts then stay fixed for the whole run or most of it. With
+            ``compile`` on a CUDA device the compiled layers run as CUDA graphs (``mode="reduce-overhead"``).
+
+    The neighbour list is computed on ``device`` (vesin runs on CUDA as well as on the CPU).
     """
 
     implemented_properties = ["energy", "free_energy", "energies", "forces", "stress"]
 
     def __init__(
-        self, model: nn.Module, device: str = "cpu", dtype: str = "float32", skin: float = 0.5, **kwargs
+        self,
+        model: nn.Module,
+        device: str = "cpu",
+        dtype: str = "float32",
+        skin: float = 0.5,
+        compile: bool = False,
+        static_shapes: bool = False,
+        **kwargs,
     ) -> None:
         super().__init__(**kwargs)
         if dtype not in DTYPES:
@@ -45,8 +62,11 @@ class SciMLCalculator(Calculator):
         self.potential = ForceStressOutput(self.model)
         self.cutoff = float(model.cutoff)
         self.species = set(int(z) for z in model.species)
-        self.rebuilds = 0
+        self.rebuilds, self.static_shapes, self.edge_capacity = 0, bool(static_shapes), 0
         self._neighbours: dict | None = None
+        if compile:
+            cuda_graphs = {"mode": "reduce-overhead"} if static_shapes and self.device.type == "cuda" else {}
+            self.model.compile(static_shapes=self.static_shapes, **cuda_graphs)
 
     @classmethod
     def from_checkpoint(
@@ -87,39 +107,61 @@ class SciMLCalculator(Calculator):
         # periodic directions wrapped into the cell: MD engines do not wrap, and atoms that have travelled
         # several cells (a liquid over a long run) would otherwise spread the model's local frames and the
         # neighbour shifts over many cells (a random-weight model's MD ran 2x slower after 16 fs); energies,
-        # forces and stress do not depend on it
-        wrapped = atoms.get_positions(wrap=True) if atoms.pbc.any() else atoms.positions
-        positions = torch.tensor(wrapped, dtype=self.dtype, device=self.device)
+        # forces and stress do not depend on it. The wrap is fixed at each rebuild and kept until the next, so
+        # an atom that crosses the cell's face meanwhile moves on continuously (no rebuild for it: in a crystal
+        # built by ASE the atoms sit on the faces, and re-wrapping every step rebuilt the list at every step)
         cell = torch.tensor(np.asarray(atoms.cell[:]), dtype=self.dtype, device=self.device)
         pbc = torch.tensor(atoms.pbc, device=self.device)
-        if self._needs_rebuild(atoms, wrapped):
-            edge_index, shifts = radius_graph(
-                positions.double().cpu(), cell.double().cpu(), pbc.cpu(), self.cutoff + self.skin
-            )
-            integer = (shifts @ torch.linalg.pinv(cell.double().cpu())).round() if pbc.any() else shifts * 0
+        if self._needs_rebuild(atoms, atoms.positions):
+            wrapped = atoms.get_positions(wrap=True) if atoms.pbc.any() else atoms.positions
+            positions = torch.tensor(wrapped, dtype=torch.float64, device=self.device)
+            edge_index, shifts = radius_graph(positions, cell.double(), pbc, self.cutoff + self.skin)
+            integer = (shifts @ torch.linalg.pinv(cell.double())).round() if pbc.any() else shifts * 0
             self._neighbours = {
-                "edge_index": edge_index.to(self.device),
-                "integer_shifts": integer.to(self.dtype).to(self.device),
-                "positions": wrapped.copy(),
+                "edge_index": edge_index,
+                "integer_shifts": integer.to(self.dtype),
+                "wrap": wrapped - atoms.positions,
+                "positions": atoms.positions.copy(),
                 "cell": np.array(atoms.cell[:]),
                 "pbc": atoms.pbc.copy(),
                 "numbers": atoms.numbers.copy(),
             }
             self.rebuilds += 1
+        wrapped = atoms.positions + self._neighbours["wrap"]
+        positions = torch.tensor(wrapped, dtype=self.dtype, device=self.device)
         edge_index = self._neighbours["edge_index"]
         shifts = self._neighbours["integer_shifts"] @ cell
-        vectors = positions[edge_index[1]] + shifts - positions[edge_index[0]]
-        inside = vectors.norm(dim=1) < self.cutoff
+        if self.static_shapes:
+            edge_index, shifts = self._padded(edge_index, shifts, wrapped)
+        else:
+            vectors = positions[edge_index[1]] + shifts - positions[edge_index[0]]
+            inside = vectors.norm(dim=1) < self.cutoff
+            edge_index, shifts = edge_index[:, inside], shifts[inside]
         return Data(
             pos=positions,
             numbers=torch.tensor(atoms.numbers, device=self.device),
             cell=cell[None],
             pbc=pbc[None],
-            edge_index=edge_index[:, inside],
-            shifts=shifts[inside],
+            edge_index=edge_index,
+            shifts=shifts,
             batch=torch.zeros(len(atoms), dtype=torch.int64, device=self.device),
             natoms=torch.tensor([len(atoms)], device=self.device),
         )
+
+    def _padded(
+        self, edge_index: torch.Tensor, shifts: torch.Tensor, positions: np.ndarray
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The cached pairs plus padding pairs up to ``edge_capacity``: receivers spread over the atoms, all
+        from atom 0 shifted along x beyond every atom by more than the cutoff (before the next rebuild too)."""
+        if edge_index.shape[1] > self.edge_capacity:  # 10 % more, so that it seldom grows again
+            self.edge_capacity = padded_size(edge_index.shape[1], headroom=0.1)
+        padding = self.edge_capacity - edge_index.shape[1]
+        receivers = torch.arange(padding, device=self.device) % len(positions)
+        pairs = torch.stack([receivers, torch.zeros_like(receivers)])
+        reach = float(np.linalg.norm(np.ptp(positions, axis=0))) + self.cutoff + self.skin + 1.0
+        far = shifts.new_zeros(padding, 3)
+        far[:, 0] = 2.0 * reach
+        return torch.cat([edge_index, pairs], dim=1), torch.cat([shifts, far])
 
     def _needs_rebuild(self, atoms: Atoms, positions: np.ndarray) -> bool:
         cached = self._neighbours
@@ -127,5 +169,6 @@ class SciMLCalculator(Calculator):
             return True
         if np.any(atoms.pbc != cached["pbc"]) or not np.allclose(atoms.cell[:], cached["cell"], rtol=0, atol=1e-12):
             return True
-        displacement = np.linalg.norm(positions - cached["positions"], axis=1).max()  # a wrap is a rebuild
+        # positions as the engine gives them: an engine that wraps them moves an atom by a lattice vector, a rebuild
+        displacement = np.linalg.norm(positions - cached["positions"], axis=1).max()
         return displacement > self.skin / 2

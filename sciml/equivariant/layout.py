@@ -8,21 +8,33 @@ E2Former's node features use ``DegreeLayout.up_to(lmax)``: degree l occupies row
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
-from functools import cached_property
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
 class DegreeLayout:
-    """Degrees (each >= 0, repeats allowed) stacked along M; ``dim`` = sum of 2l + 1."""
+    """Degrees (each >= 0, repeats allowed) stacked along M.
+
+    Attributes (computed once, plain attributes: ``torch.compile`` reads them without a graph break):
+    ``dim`` = sum of 2l + 1; ``offsets``: start of each degree's block along M; ``slices``: ``x[:, slices[k]]``
+    is the (N, 2l + 1, C) block of the k-th degree.
+    """
 
     degrees: tuple[int, ...]
+    offsets: tuple[int, ...] = field(init=False, repr=False, compare=False)
+    dim: int = field(init=False, repr=False, compare=False)
+    slices: tuple[slice, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         degrees = tuple(int(l) for l in self.degrees)
         if any(l < 0 for l in degrees):
             raise ValueError(f"degrees must be >= 0, got {degrees}")
+        sizes = [2 * l + 1 for l in degrees]
+        offsets = tuple(sum(sizes[:k]) for k in range(len(sizes)))
         object.__setattr__(self, "degrees", degrees)
+        object.__setattr__(self, "offsets", offsets)
+        object.__setattr__(self, "dim", sum(sizes))
+        object.__setattr__(self, "slices", tuple(slice(s, s + n) for s, n in zip(offsets, sizes, strict=True)))
 
     @classmethod
     def up_to(cls, lmax: int) -> DegreeLayout:
@@ -34,21 +46,3 @@ class DegreeLayout:
 
     def __iter__(self) -> Iterator[int]:
         return iter(self.degrees)
-
-    @cached_property
-    def offsets(self) -> tuple[int, ...]:
-        """Start of each degree's block along M."""
-        starts, total = [], 0
-        for l in self.degrees:
-            starts.append(total)
-            total += 2 * l + 1
-        return tuple(starts)
-
-    @cached_property
-    def dim(self) -> int:
-        return sum(2 * l + 1 for l in self.degrees)
-
-    @cached_property
-    def slices(self) -> tuple[slice, ...]:
-        """``x[:, slices[k]]`` is the (N, 2l + 1, C) block of the k-th degree."""
-        return tuple(slice(s, s + 2 * l + 1) for l, s in zip(self.degrees, self.offsets, strict=True))

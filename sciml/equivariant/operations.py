@@ -62,11 +62,26 @@ class KernelModule(nn.Module):
         self.backend = backend  # what actually runs, once resolved
         self._resolved_for: torch.device | None = None
 
-    def _backend_for(self, tensor: torch.Tensor) -> str:
-        if self._resolved_for != tensor.device:
-            self.backend = resolve_backend(self.requested_backend, tensor.device)
-            self._resolved_for = tensor.device
+    def resolve(self, device: torch.device) -> str:
+        """The backend that runs on ``device`` (resolved once per device: it may build the kernels)."""
+        if self._resolved_for != device:
+            self.backend = resolve_backend(self.requested_backend, device)
+            self._resolved_for = device
         return self.backend
+
+    def _backend_for(self, tensor: torch.Tensor) -> str:
+        return self.resolve(tensor.device)
+
+    def tables(self) -> list[CGTable]:
+        """The coefficient tables this module contracts with."""
+        return []
+
+    def prepare(self, device: torch.device, dtype: torch.dtype) -> None:
+        """Resolve the backend and build the tables' sparse coefficients for ``device`` and ``dtype`` now, so
+        that a compiled graph finds them built (filling a cache while tracing would recompile next call)."""
+        if self.resolve(device) != "reference":
+            for table in self.tables():
+                table.sparse(dtype, device)
 
     def extra_repr(self) -> str:
         return f"backend={self.backend!r}"
@@ -133,6 +148,9 @@ class WeightedTensorProduct(KernelModule):
         super().__init__(backend)
         self.table, layout = coupling_table(tuple(in_degrees), L, tuple(out_degrees), parity)
         self.mixing = ChannelMixing(layout, channels_in, channels_out)
+
+    def tables(self) -> list[CGTable]:
+        return [self.table]
 
     def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         y = y[..., None] if y.dim() == 2 else y

@@ -58,6 +58,14 @@ def test_estimator_on_alanine_dipeptide_pairs(tmp_path):
         str(ROOT / "data" / "alanine_dipeptide_600K.traj"), cutoff=4.0, lagtime=2, split=(0.2, 0.05, 0.75)
     )
     model = encoder(species=data.species, cutoff=data.cutoff).float()
+    # the pooled features standardised over the training frames, as training leaves them: an untrained
+    # backbone's raw features barely move with the conformation (relative variance ~1e-8, under rank_cutoff)
+    model.normalise.momentum = None  # cumulative average over every batch
+    model.normalise.reset_running_stats()
+    with torch.no_grad():
+        for x, _ in data.split_dataloader("train"):
+            model.train()(x)
+    model.eval()
     estimator = KoopmanEstimator(model, lagtime=2).fit(data, observables={"n_atoms": lambda b: b.natoms.double()})
     values = estimator.singular_values
     # independently: features of every training pair (frame t, frame t + 2), canonical correlations by numpy

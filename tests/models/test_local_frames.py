@@ -104,10 +104,12 @@ def float32_force_errors(frame_size: float | None) -> list[float]:
 
 
 def test_float32_force_error_does_not_grow_with_the_box():
-    """Measured: with local frames 5.9e-6, 5.3e-6, 5.6e-6; one centred frame per box 5.8e-6, 7.5e-6, 1.1e-5
-    (the cancellation of solid harmonics of positions up to the box size)."""
+    """Measured (joint norm): with local frames 7.3e-6, 6.2e-6, 6.1e-6; one centred frame per box 7.3e-6,
+    7.7e-6, 1.0e-5 (the cancellation of solid harmonics of positions up to the box size). With the former
+    separable norm, which amplifies rounding where l > 0 features are small, 5.9 / 5.3 / 5.6e-6 against 5.8 /
+    7.5 / 11e-6."""
     local = float32_force_errors(2 * CUTOFF)
     assert max(local) < 2e-5
-    assert local[-1] < 1.3 * local[0]
+    assert local[-1] < 1.1 * local[0]
     centred = float32_force_errors(math.inf)
-    assert centred[-1] > 1.5 * centred[0]  # the same test fails without local frames
+    assert centred[-1] > 1.2 * centred[0]  # the same test fails without local frames

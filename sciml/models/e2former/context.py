@@ -16,6 +16,7 @@ its origin, whatever the size of the box. The factorisation stays exact: it only
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -96,10 +97,13 @@ class GraphContext:
         shifts: torch.Tensor,
         max_order: int,
         frame_size: float = float("inf"),
+        image_capacity: Callable[[int], int] | None = None,
     ) -> GraphContext:
         """Args: positions (N, 3) Å; atom_types (N,) indices into the model's species; structure (N,);
         edge_index (2, E) (receiver, sender); shifts (E, 3) Å; max_order: highest attention order L;
-        frame_size: smallest edge of the local-frame cells in Å (``inf``: one frame per structure)."""
+        frame_size: smallest edge of the local-frame cells in Å (``inf``: one frame per structure);
+        image_capacity: frame images S -> the number to allocate (>= S): the rest are padding images at the
+        origin that no edge reads (for fixed shapes: compiled graphs, CUDA graphs). They change nothing."""
         cell, origin = local_frames(positions, structure, n_structures, frame_size)
         local = positions - origin
         receivers, senders = edge_index
@@ -109,6 +113,11 @@ class GraphContext:
         image_atom = senders[representative]
         frame_origin = origin[receivers[representative]]
         image_positions = (positions[image_atom] - frame_origin) + shifts[representative]
+        padding = image_capacity(n_images) - n_images if image_capacity is not None else 0
+        if padding > 0:
+            image_atom = torch.cat([image_atom, image_atom.new_zeros(padding)])
+            image_positions = torch.cat([image_positions, image_positions.new_zeros(padding, 3)])
+            n_images += padding
         graph, order = EdgeGraph.from_edges(receivers, image_of_edge, positions.shape[0], n_images)
         vectors = image_positions[graph.col] - local[graph.row]
         return cls(

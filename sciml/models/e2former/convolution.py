@@ -14,7 +14,13 @@ import torch
 
 from sciml.equivariant.operations import ChannelMixing, KernelModule, cg_contract, edge_aggregate
 from sciml.equivariant.so3 import solid_harmonics
-from sciml.equivariant.tensor_product import coupling_table, expansion_table, recoupled_blocks, recoupling_table
+from sciml.equivariant.tensor_product import (
+    CGTable,
+    coupling_table,
+    expansion_table,
+    recoupled_blocks,
+    recoupling_table,
+)
 from sciml.models.e2former.context import GraphContext
 
 
@@ -51,6 +57,9 @@ class Wigner6jConvolution(KernelModule):
             self.recouplings.append(
                 recoupling_table(self.in_degrees, order, b, self.out_degrees, top + order - b, parity, blocks)
             )
+
+    def tables(self) -> list[CGTable]:
+        return [self.coupling, *self.expansions, *self.recouplings]
 
     def forward(self, values: torch.Tensor, alpha: torch.Tensor, context: GraphContext) -> torch.Tensor:
         backend = self._backend_for(values)

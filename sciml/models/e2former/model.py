@@ -10,6 +10,8 @@ from typing import ClassVar
 import torch
 from torch import nn
 
+from sciml.equivariant.graph import padded_size
+from sciml.equivariant.operations import KernelModule
 from sciml.models.e2former.attention import attention_orders
 from sciml.models.e2former.blocks import TransformerBlock
 from sciml.models.e2former.context import GraphContext
@@ -142,6 +144,7 @@ class E2Former(nn.Module):
         nn.init.zeros_(self.energy_head[-1].weight)  # start at the fitted per-element reference energies
         nn.init.zeros_(self.energy_head[-1].bias)
         self.force_head = nn.Linear(channels, 1, bias=False) if direct_force_head else None
+        self._compiled_layers, self._image_capacity = None, None  # see compile()
 
     IDENTITY_BUFFERS = ("species_numbers", "cutoff_radius", "energy_scale_value")
     # init arguments added after checkpoints existed: a spec without them means the behaviour before them
@@ -173,17 +176,37 @@ class E2Former(nn.Module):
         """Per-atom equivariant features after the last block and norm: (N, (lmax + 1)^2, C); the l = 0
         slice ``[:, 0]`` is invariant under rotations, translations and permutations of equal atoms."""
         atom_types = self.atom_types(batch.numbers)
-        n_structures = batch.cell.shape[0]
-        context = GraphContext.build(
+        context = self.graph_context(batch, atom_types)
+        if self._compiled_layers is not None and not self.training:
+            for module in self.modules():  # before tracing: kernels and tables are built outside the graph
+                if isinstance(module, KernelModule):
+                    module.prepare(context.positions.device, context.positions.dtype)
+            return self._compiled_layers(self, context, atom_types)
+        return self.layers(context, atom_types)
+
+    def graph_context(self, batch, atom_types: torch.Tensor) -> GraphContext:
+        """The per-forward geometry: local frames, frame images, receiver-sorted edges (sorts and a unique:
+        sizes that depend on the data, so this part is never compiled)."""
+        return GraphContext.build(
             batch.pos,
             atom_types,
             batch.batch,
-            n_structures,
+            batch.cell.shape[0],
             batch.edge_index,
             batch.shifts.to(batch.pos.dtype),
             self.max_order,
             self.frame_size,
+            None if self._image_capacity is None else self._allocate_images,
         )
+
+    def _allocate_images(self, count: int) -> int:
+        if count > self._image_capacity:  # 10 % more, so that it seldom grows again
+            self._image_capacity = padded_size(count, headroom=0.1)
+        return self._image_capacity
+
+    def layers(self, context: GraphContext, atom_types: torch.Tensor) -> torch.Tensor:
+        """Every per-edge and per-atom layer, from the graph context and the atom types (N,) to the features
+        (N, (lmax + 1)^2, C): the part :meth:`compile` compiles."""
         envelope = polynomial_envelope(context.distances, self.cutoff)
         edges = EdgeInputs(
             self.radial_basis(context.distances),
@@ -198,6 +221,19 @@ class E2Former(nn.Module):
         for block in self.blocks:
             x = block(x, edges, envelope, context)
         return self.final_norm(x)
+
+    def compile(self, static_shapes: bool = False, **options) -> None:
+        """``torch.compile`` :meth:`layers` for inference (MD). The graph context stays eager (data-dependent
+        sizes), and so does training mode: force training differentiates the forces, and compiled graphs have
+        no double backward. ``options`` go to ``torch.compile``. The state dict does not change.
+
+        ``static_shapes=False``: ``dynamic=True`` by default, so edge and image counts that change from step
+        to step do not recompile. ``True`` (for CUDA graphs): ``dynamic=False`` by default, and the frame
+        images are padded to a capacity that only grows (10 % headroom, :func:`padded_size` buckets), so shapes stay
+        fixed when the edges do (``SciMLCalculator(static_shapes=True)`` keeps them fixed between neighbour-list
+        rebuilds and pads them the same way). Padding images change nothing."""
+        self._image_capacity = 0 if static_shapes else None
+        self._compiled_layers = torch.compile(E2Former.layers, **{"dynamic": not static_shapes, **options})
 
     def forward(self, batch) -> dict[str, torch.Tensor]:
         atom_types = self.atom_types(batch.numbers)
