@@ -45,8 +45,9 @@ def recommended_architecture() -> dict:
     return dict(config["model"]["init_args"]["model"]["init_args"])
 
 
-def e2former_calculator(dtype: str, cutoff: float, **changes):
-    """The recommended accuracy config's architecture, with ``changes`` to its init arguments."""
+def e2former_calculator(dtype: str, cutoff: float, compile: bool = False, **changes):
+    """The recommended accuracy config's architecture, with ``changes`` to its init arguments; ``compile``:
+    ``torch.compile`` of its layers (inductor; compiled during the warm-up calls)."""
     import torch
 
     from sciml.calculators import SciMLCalculator
@@ -56,7 +57,8 @@ def e2former_calculator(dtype: str, cutoff: float, **changes):
     torch.manual_seed(0)
     model = E2Former(SPECIES, cutoff, **{**recommended_architecture(), **changes})
     model = randomise_output_head(model).eval()
-    return SciMLCalculator(model, dtype=dtype, skin=0.5), sum(p.numel() for p in model.parameters())
+    calculator = SciMLCalculator(model, dtype=dtype, skin=0.5, compile=compile)
+    return calculator, sum(p.numel() for p in model.parameters())
 
 
 def mace_calculator(dtype: str, cutoff: float):
@@ -99,10 +101,11 @@ def main() -> None:
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     parser.add_argument("--cutoff", type=float, default=5.0)
     parser.add_argument("--changes", default="{}", help="E2Former: JSON of init arguments over the config's")
+    parser.add_argument("--compile", action="store_true", help="E2Former: torch.compile its layers")
     args = parser.parse_args()
     if args.kind == "e2former":
         changes = json.loads(args.changes)
-        calculator, parameters = e2former_calculator(args.dtype, args.cutoff, **changes)
+        calculator, parameters = e2former_calculator(args.dtype, args.cutoff, args.compile, **changes)
     else:
         build = {"mace": mace_calculator, "nequip": nequip_peer}[args.kind]
         calculator, parameters = build(args.dtype, args.cutoff)

@@ -107,6 +107,9 @@ ABLATION = {
     ],
     "edge MLPs hidden 32": ["--model.init_args.model.init_args.edge_hidden=32"],
     "separable norm (EquiformerV2's; the norm before)": ["--model.init_args.model.init_args.norm=separable"],
+    "edge-degree l > 0 scaled by 1 / sqrt(neighbours)": [
+        "--model.init_args.model.init_args.edge_degree_scaling=random_walk"
+    ],
 }
 
 

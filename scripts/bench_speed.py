@@ -44,6 +44,7 @@ PLAN = {"molecule": (20, 3, 50), "512": (5, 2, 10), "4096": (3, 1, 0)}
 E2FORMER_ROWS = {
     "e2former": [],
     "e2former_per_layer_edges": ["--changes", json.dumps({"edge_network": "per_layer", "edge_hidden": None})],
+    "e2former_compiled": ["--compile"],
 }
 KINDS = (*E2FORMER_ROWS, "mace", "nequip")
 

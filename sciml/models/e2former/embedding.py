@@ -42,9 +42,15 @@ class EdgeDegreeEmbedding(nn.Module):
         avg_neighbours: float,
         edge_hidden: int | None = None,
         shared_edges: bool = False,
+        scaling: str = "mean",
     ) -> None:
         super().__init__()
         self.lmax, self.channels, self.avg_neighbours = lmax, channels, avg_neighbours
+        if scaling not in ("mean", "random_walk"):
+            raise ValueError(f"edge-degree scaling must be 'mean' or 'random_walk', got {scaling!r}")
+        # l > 0 sums of unit harmonics over neighbours partly cancel: they grow like sqrt(neighbours)
+        vector = 1.0 / math.sqrt(avg_neighbours) if scaling == "random_walk" else 1.0 / avg_neighbours
+        self.degree_scales = [1.0 / avg_neighbours] + [vector] * lmax
         hidden = edge_hidden or channels
         self.radial = nn.ModuleList(
             edge_network(edge_features, hidden, channels, shared_edges) for _ in range(lmax + 1)
@@ -53,11 +59,11 @@ class EdgeDegreeEmbedding(nn.Module):
 
     def forward(self, edges: EdgeInputs | torch.Tensor, envelope: torch.Tensor, context: GraphContext) -> torch.Tensor:
         receivers, n = context.graph.row, context.positions.shape[0]
-        weight = envelope[:, None] / self.avg_neighbours
         blocks = []
         for l, radial in enumerate(self.radial):
             # P^l(r) / |r|^l = c_l Y^l(r̂): the unit-vector harmonics, with the solid-harmonic constant
             harmonics = spherical_harmonics(l, context.vectors) * solid_harmonic_coefficient(l)
+            weight = envelope[:, None] * self.degree_scales[l]
             summed = sum_over_edges(radial(edges) * weight, harmonics, receivers, n)
             blocks.append(summed @ (self.mixing[l] / math.sqrt(self.channels)))
         return torch.cat(blocks, dim=1)

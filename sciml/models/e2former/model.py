@@ -90,6 +90,7 @@ class E2Former(nn.Module):
         edge_network: str = "per_layer",
         edge_hidden: int | None = None,
         norm: str = "joint",
+        edge_degree_scaling: str = "mean",
     ) -> None:
         super().__init__()
         if edge_network not in EDGE_NETWORKS:
@@ -119,7 +120,9 @@ class E2Former(nn.Module):
         self.edge_trunk = EdgeTrunk(edge_features, edge_hidden or channels) if shared else None
         if shared:
             edge_features = edge_hidden or channels  # the consumers read the trunk's features
-        self.edge_degree = EdgeDegreeEmbedding(lmax, channels, edge_features, avg_neighbours, edge_hidden, shared)
+        self.edge_degree = EdgeDegreeEmbedding(
+            lmax, channels, edge_features, avg_neighbours, edge_hidden, shared, edge_degree_scaling
+        )
         self.blocks = nn.ModuleList(
             TransformerBlock(
                 lmax,
