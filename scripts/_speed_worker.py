@@ -10,6 +10,7 @@ benchmark's architectures (speed does not depend on them), float32 unless ``--dt
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import resource
 from pathlib import Path
@@ -22,7 +23,7 @@ from ase.md.velocitydistribution import MaxwellBoltzmannDistribution
 
 ROOT = Path(__file__).resolve().parents[1]
 SPECIES = [1, 6, 8]  # aspirin's elements: the accuracy benchmark's models
-BOXES = {512: (4, 4, 8), 4096: (8, 8, 16)}  # repeats of the 4-atom cubic fcc cell
+BOXES = {512: (4, 4, 8), 4096: (8, 8, 16), 32768: (16, 16, 32)}  # repeats of the 4-atom cubic fcc cell
 
 
 def system(name: str):
@@ -45,9 +46,12 @@ def recommended_architecture() -> dict:
     return dict(config["model"]["init_args"]["model"]["init_args"])
 
 
-def e2former_calculator(dtype: str, cutoff: float, compile: bool = False, **changes):
+def e2former_calculator(
+    dtype: str, cutoff: float, compile: bool = False, static: bool = False, device: str = "cpu", **changes
+):
     """The recommended accuracy config's architecture, with ``changes`` to its init arguments; ``compile``:
-    ``torch.compile`` of its layers (inductor; compiled during the warm-up calls)."""
+    ``torch.compile`` of its layers (inductor; compiled during the warm-up calls); ``static``: fixed-capacity
+    neighbour buffers (with ``compile`` on CUDA: CUDA graphs)."""
     import torch
 
     from sciml.calculators import SciMLCalculator
@@ -57,13 +61,14 @@ def e2former_calculator(dtype: str, cutoff: float, compile: bool = False, **chan
     torch.manual_seed(0)
     model = E2Former(SPECIES, cutoff, **{**recommended_architecture(), **changes})
     model = randomise_output_head(model).eval()
-    calculator = SciMLCalculator(model, dtype=dtype, skin=0.5, compile=compile)
+    calculator = SciMLCalculator(model, device, dtype, skin=0.5, compile=compile, static_shapes=static)
     return calculator, sum(p.numel() for p in model.parameters())
 
 
-def mace_calculator(dtype: str, cutoff: float):
+def mace_calculator(dtype: str, cutoff: float, device: str = "cpu"):
     """MACE 0.3.16 as ``mace_run_train`` builds it in the accuracy benchmark: 64x0e + 64x1o, L 1, 2
-    interactions, correlation 3, 8 Bessel functions, radial MLP 64-64-64, readout 16x0e."""
+    interactions, correlation 3, 8 Bessel functions, radial MLP 64-64-64, readout 16x0e. On CUDA with
+    cuequivariance's kernels when cuequivariance-torch is installed in its environment."""
     import mace  # noqa: F401  (first: it sets TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD, which e3nn 0.4.4's import needs)
     import torch
     from e3nn import o3
@@ -81,12 +86,15 @@ def mace_calculator(dtype: str, cutoff: float):
         atomic_numbers=SPECIES, correlation=3, gate=torch.nn.functional.silu, radial_MLP=[64, 64, 64],
         atomic_inter_scale=1.0, atomic_inter_shift=[0.0], heads=["Default"],
     )  # fmt: skip
-    calculator = MACECalculator(models=model.eval(), device="cpu", default_dtype=dtype)
+    cueq = device == "cuda" and importlib.util.find_spec("cuequivariance_torch") is not None
+    calculator = MACECalculator(models=model.eval(), device=device, default_dtype=dtype, enable_cueq=cueq)
     return calculator, sum(p.numel() for p in model.parameters())
 
 
-def nequip_peer(dtype: str, cutoff: float):
-    """NequIP 0.19.1 with E2Former's irreps (64x0e + 64x1o + 64x2e, ``parity=False``), 3 layers, eager."""
+def nequip_peer(dtype: str, cutoff: float, device: str = "cpu"):
+    """NequIP 0.19.1 with E2Former's irreps (64x0e + 64x1o + 64x2e, ``parity=False``), 3 layers, eager; CPU."""
+    if device != "cpu":
+        raise SystemExit("the NequIP peer runs on the CPU only here")
     calculator, model = nequip_calculator(["H", "C", "O"], cutoff, 3, 2, 64, dtype, avg_neighbours=15.0)
     return calculator, sum(p.numel() for p in model.parameters())
 
@@ -102,13 +110,17 @@ def main() -> None:
     parser.add_argument("--cutoff", type=float, default=5.0)
     parser.add_argument("--changes", default="{}", help="E2Former: JSON of init arguments over the config's")
     parser.add_argument("--compile", action="store_true", help="E2Former: torch.compile its layers")
+    parser.add_argument("--static", action="store_true", help="E2Former: fixed-capacity neighbour buffers")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
     args = parser.parse_args()
     if args.kind == "e2former":
         changes = json.loads(args.changes)
-        calculator, parameters = e2former_calculator(args.dtype, args.cutoff, args.compile, **changes)
+        calculator, parameters = e2former_calculator(
+            args.dtype, args.cutoff, args.compile, args.static, args.device, **changes
+        )
     else:
         build = {"mace": mace_calculator, "nequip": nequip_peer}[args.kind]
-        calculator, parameters = build(args.dtype, args.cutoff)
+        calculator, parameters = build(args.dtype, args.cutoff, args.device)
     atoms = system(args.system)
     row = {"kind": args.kind, "system": args.system, "atoms": len(atoms), "parameters": parameters}
     row["call_s"] = calculator_seconds(calculator, atoms, args.calls, args.warm)

@@ -110,6 +110,9 @@ ABLATION = {
     "edge-degree l > 0 scaled by 1 / sqrt(neighbours)": [
         "--model.init_args.model.init_args.edge_degree_scaling=random_walk"
     ],
+    "edge-degree l > 0 by 1 / sqrt(neighbours), atom embedding at their scale": [
+        "--model.init_args.model.init_args.edge_degree_scaling=balanced"
+    ],
 }
 
 

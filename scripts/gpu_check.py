@@ -1,13 +1,17 @@
 """One command for a CUDA machine: build the CUDA kernels, run the CUDA tests, print kernel-vs-reference
 errors (float64: values, first and second derivatives) and timings (kernel vs reference vs e3nn).
 
-    python scripts/gpu_check.py            # about 3-6 minutes on one GPU, most of it compiling
+    python scripts/gpu_check.py            # about 6-10 minutes on one GPU, most of it compiling
+
+Then the full-model table: E2Former (eager, compiled, compiled with CUDA graphs over fixed-capacity neighbour
+buffers) against MACE on the same GPU, aspirin and carbon boxes of 4096 and 32768 atoms.
 
 It exits non-zero if a check fails. On a machine without a GPU it says so and exits 2.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -98,8 +102,50 @@ def main() -> int:
         ],
         cwd=ROOT,
     )
+    full_model_table()
     print("GPU CHECK", "PASSED" if ok else "FAILED")
     return 0 if ok else 1
+
+
+# (model row, worker arguments); MACE runs with cuequivariance's kernels when its environment has them
+GPU_ROWS = {
+    "e2former eager": ["--kind", "e2former"],
+    "e2former compiled": ["--kind", "e2former", "--compile"],
+    "e2former compiled + CUDA graphs": ["--kind", "e2former", "--compile", "--static"],
+    "mace (cuequivariance if installed)": ["--kind", "mace"],
+}
+GPU_PLAN = {"molecule": (20, 5, 100), "4096": (10, 3, 50), "32768": (5, 2, 10)}  # calls, warm-up, MD steps
+
+
+def full_model_table(timeout_s: float = 900.0) -> None:
+    """The full models through their ASE calculators on this GPU (``_speed_worker.py``, one process per row and
+    system, float32), with atoms x MD steps per second and ns/day at 1 fs. MACE needs its own environment
+    (``bench_accuracy.mace_python``, a CUDA build of torch); a row that cannot run says why."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from bench_accuracy import mace_python
+
+    print("\nfull model on the GPU, float32: s/call (median), MD steps/s, atoms x steps/s, ns/day at 1 fs")
+    print("| system | atoms | model | s / call | MD steps/s | atoms x steps / s | ns/day |")
+    print("| --- | ---: | --- | ---: | ---: | ---: | ---: |")
+    for name, (calls, warm, steps) in GPU_PLAN.items():
+        for label, arguments in GPU_ROWS.items():
+            try:
+                python = str(mace_python()) if "mace" in label else sys.executable
+                command = [python, str(ROOT / "scripts" / "_speed_worker.py"), *arguments, "--device", "cuda"]
+                command += ["--system", name, "--calls", str(calls), "--warm", str(warm), "--md-steps", str(steps)]
+                done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT / "scripts", timeout=timeout_s)
+                if done.returncode:
+                    raise RuntimeError(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "failed")
+                row = json.loads(done.stdout.strip().splitlines()[-1])
+            except Exception as error:  # one row's failure (no MACE environment, out of memory) is reported
+                print(f"| {name} | - | {label} | not measured: {str(error)[:120]} | | | |", flush=True)
+                continue
+            rate = row["md_steps_per_s"]
+            print(
+                f"| {name} | {row['atoms']} | {label} | {row['call_s']:.4f} | {rate:.2f} | {rate * row['atoms']:.3g} "
+                f"| {rate * 86400 * 1e-6:.3f} |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -64,6 +65,7 @@ class SciMLCalculator(Calculator):
         self.species = set(int(z) for z in model.species)
         self.rebuilds, self.static_shapes, self.edge_capacity = 0, bool(static_shapes), 0
         self._neighbours: dict | None = None
+        self._list_on_cpu = False
         if compile:
             cuda_graphs = {"mode": "reduce-overhead"} if static_shapes and self.device.type == "cuda" else {}
             self.model.compile(static_shapes=self.static_shapes, **cuda_graphs)
@@ -115,7 +117,7 @@ class SciMLCalculator(Calculator):
         if self._needs_rebuild(atoms, atoms.positions):
             wrapped = atoms.get_positions(wrap=True) if atoms.pbc.any() else atoms.positions
             positions = torch.tensor(wrapped, dtype=torch.float64, device=self.device)
-            edge_index, shifts = radius_graph(positions, cell.double(), pbc, self.cutoff + self.skin)
+            edge_index, shifts = self._neighbour_list(positions, cell.double(), pbc)
             integer = (shifts @ torch.linalg.pinv(cell.double())).round() if pbc.any() else shifts * 0
             self._neighbours = {
                 "edge_index": edge_index,
@@ -147,6 +149,20 @@ class SciMLCalculator(Calculator):
             batch=torch.zeros(len(atoms), dtype=torch.int64, device=self.device),
             natoms=torch.tensor([len(atoms)], device=self.device),
         )
+
+    def _neighbour_list(self, positions, cell, pbc) -> tuple[torch.Tensor, torch.Tensor]:
+        """Pairs within cutoff + skin on the calculator's device; on a GPU where vesin's CUDA path fails, on
+        the CPU (with a warning, once)."""
+        if not self._list_on_cpu:
+            try:
+                return radius_graph(positions, cell, pbc, self.cutoff + self.skin)
+            except RuntimeError as error:
+                if positions.device.type == "cpu":
+                    raise
+                warnings.warn(f"neighbour list on {positions.device} failed ({error}); using the CPU", stacklevel=2)
+                self._list_on_cpu = True
+        edge_index, shifts = radius_graph(positions.cpu(), cell.cpu(), pbc.cpu(), self.cutoff + self.skin)
+        return edge_index.to(self.device), shifts.to(self.device)
 
     def _padded(
         self, edge_index: torch.Tensor, shifts: torch.Tensor, positions: np.ndarray

@@ -11,7 +11,8 @@ from sciml.calculators import SciMLCalculator
 
 
 def add_potential_arguments(parser: argparse.ArgumentParser, structure_help: str) -> None:
-    """``--checkpoint``, ``--structure``, ``--index``, ``--dtype``, ``--device`` and ``--skin``."""
+    """``--checkpoint``, ``--structure``, ``--index``, ``--dtype``, ``--device``, ``--skin``, ``--compile`` and
+    ``--static-shapes``."""
     add = parser.add_argument
     add("--checkpoint", required=True, help="a sciml fit checkpoint (.ckpt)")
     add("--structure", required=True, help=structure_help)
@@ -19,11 +20,24 @@ def add_potential_arguments(parser: argparse.ArgumentParser, structure_help: str
     add("--dtype", default="float64", choices=["float32", "float64"])
     add("--device", default="cpu")
     add("--skin", type=float, default=0.5, help="neighbour-list skin, Å")
+    add("--compile", action="store_true", help="torch.compile the model's layers (the first step compiles)")
+    add(
+        "--static-shapes",
+        action="store_true",
+        help="fixed-capacity neighbour buffers (with --compile on a CUDA device: CUDA graphs)",
+    )
 
 
 def structure_and_calculator(options: argparse.Namespace) -> tuple[Atoms, SciMLCalculator]:
     """The chosen frame (without its stored calculator) and the checkpoint's calculator."""
     atoms = ase.io.read(options.structure, index=options.index)
     atoms.calc = None
-    calculator = SciMLCalculator.from_checkpoint(options.checkpoint, options.device, options.dtype, options.skin)
+    calculator = SciMLCalculator.from_checkpoint(
+        options.checkpoint,
+        options.device,
+        options.dtype,
+        options.skin,
+        compile=options.compile,
+        static_shapes=options.static_shapes,
+    )
     return atoms, calculator

@@ -45,6 +45,15 @@ def test_nve_writes_trajectory_and_log_refuses_to_overwrite_and_restarts_exactly
     assert len((tmp_path / "md.log").read_text().splitlines()) == 11  # appended
 
 
+def test_static_shapes_option_runs_the_same_trajectory(md_args, tmp_path):
+    """``--static-shapes``: fixed-capacity neighbour buffers (padding pairs beyond the cutoff), same MD."""
+    main([*md_args, "--steps", "10"])
+    main([*md_args[:-5], "--trajectory", str(tmp_path / "static.traj"), "--log-every", "5", "--no-progress",
+          "--steps", "10", "--static-shapes"])  # fmt: skip
+    plain, static = ase.io.read(tmp_path / "md.traj", index=-1), ase.io.read(tmp_path / "static.traj", index=-1)
+    assert np.abs(plain.positions - static.positions).max() < 1e-12
+
+
 def test_a_stopped_run_keeps_its_frames(quickstart_run, tmp_path):
     _, checkpoint = quickstart_run
     atoms = ase.io.read(ETHANOL)

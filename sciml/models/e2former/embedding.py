@@ -46,10 +46,10 @@ class EdgeDegreeEmbedding(nn.Module):
     ) -> None:
         super().__init__()
         self.lmax, self.channels, self.avg_neighbours = lmax, channels, avg_neighbours
-        if scaling not in ("mean", "random_walk"):
-            raise ValueError(f"edge-degree scaling must be 'mean' or 'random_walk', got {scaling!r}")
+        if scaling not in ("mean", "random_walk", "balanced"):
+            raise ValueError(f"edge-degree scaling must be 'mean', 'random_walk' or 'balanced', got {scaling!r}")
         # l > 0 sums of unit harmonics over neighbours partly cancel: they grow like sqrt(neighbours)
-        vector = 1.0 / math.sqrt(avg_neighbours) if scaling == "random_walk" else 1.0 / avg_neighbours
+        vector = 1.0 / math.sqrt(avg_neighbours) if scaling != "mean" else 1.0 / avg_neighbours
         self.degree_scales = [1.0 / avg_neighbours] + [vector] * lmax
         hidden = edge_hidden or channels
         self.radial = nn.ModuleList(

@@ -123,6 +123,8 @@ class E2Former(nn.Module):
         self.edge_degree = EdgeDegreeEmbedding(
             lmax, channels, edge_features, avg_neighbours, edge_hidden, shared, edge_degree_scaling
         )
+        if edge_degree_scaling == "balanced":  # the atom embedding at the edge-degree sums' scale
+            nn.init.normal_(self.atom_embedding.weight, std=0.5 / avg_neighbours**0.5)
         self.blocks = nn.ModuleList(
             TransformerBlock(
                 lmax,
