@@ -106,13 +106,11 @@ ABLATION = {
         "--model.init_args.model.init_args.edge_hidden=32",
     ],
     "edge MLPs hidden 32": ["--model.init_args.model.init_args.edge_hidden=32"],
-    "separable norm (EquiformerV2's; the norm before)": ["--model.init_args.model.init_args.norm=separable"],
-    "edge-degree l > 0 scaled by 1 / sqrt(neighbours)": [
-        "--model.init_args.model.init_args.edge_degree_scaling=random_walk"
+    "separable norm, mean edge-degree scaling (the model before)": [
+        "--model.init_args.model.init_args.norm=separable",
+        "--model.init_args.model.init_args.edge_degree_scaling=mean",
     ],
-    "edge-degree l > 0 by 1 / sqrt(neighbours), atom embedding at their scale": [
-        "--model.init_args.model.init_args.edge_degree_scaling=balanced"
-    ],
+    "joint norm, mean edge-degree scaling": ["--model.init_args.model.init_args.edge_degree_scaling=mean"],
 }
 
 

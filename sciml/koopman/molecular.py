@@ -22,9 +22,9 @@ class MolecularEncoder(nn.Module):
 
     Args:
         species: atomic numbers. cutoff: neighbour radius in Å. output_dim: learned functions (k - 1).
-        channels, lmax, layers, heads, radial_basis, avg_neighbours, backend, parity, norm: E2Former backbone
-            settings (``parity=False``: rotation-invariant only, so pseudo-scalars such as the handedness
-            of a chiral centre are directly available).
+        channels, lmax, layers, heads, radial_basis, avg_neighbours, backend, parity, norm, edge_degree_scaling:
+            E2Former backbone settings (``parity=False``: rotation-invariant only, so pseudo-scalars such as the
+            handedness of a chiral centre are directly available).
         hidden: widths of the MLP head. pooling: ``"mean"`` or ``"sum"`` over the atoms of a structure.
         normalize: standardise the pooled features over the frames (``BatchNorm1d`` without affine
             parameters; running statistics in evaluation) before the head. Pooled features of one molecule
@@ -54,6 +54,7 @@ class MolecularEncoder(nn.Module):
         parity: bool = True,
         normalize: bool = True,
         norm: str = "joint",
+        edge_degree_scaling: str = "balanced",
     ) -> None:
         super().__init__()
         if pooling not in ("mean", "sum"):
@@ -71,6 +72,7 @@ class MolecularEncoder(nn.Module):
             backend=backend,
             parity=parity,
             norm=norm,
+            edge_degree_scaling=edge_degree_scaling,
         )
         self.backbone.energy_head.requires_grad_(False)  # the energy readout is not used here
         self.normalise = nn.BatchNorm1d(channels, affine=False) if normalize else nn.Identity()

@@ -194,6 +194,8 @@ def test_state_dict_carries_species_cutoff_and_energy_scale_and_refuses_other_da
 
 
 def test_checkpoints_from_before_the_joint_norm_rebuild_with_the_separable_one():
+    """Checkpoints record every constructor argument; those written before ``norm`` and ``edge_degree_scaling``
+    existed rebuild the model they were trained with (``E2Former.legacy_defaults``)."""
     from sciml.koopman.molecular import MolecularEncoder
     from sciml.nn.checkpoint import build_module, module_spec
 
@@ -201,13 +203,15 @@ def test_checkpoints_from_before_the_joint_norm_rebuild_with_the_separable_one()
     spec = module_spec(model)
     assert spec["init_args"]["norm"] == "joint"
     assert build_module(spec, "new.ckpt").final_norm.kind == "joint"
-    del spec["init_args"]["norm"]  # what a checkpoint written before the option holds
+    del spec["init_args"]["norm"], spec["init_args"]["edge_degree_scaling"]  # a checkpoint from before them
     older = build_module(spec, "old.ckpt")
     assert {older.final_norm.kind, older.blocks[0].attention_norm.kind, older.blocks[0].feed_forward_norm.kind} == {
         "separable"
     }
+    assert older.edge_degree.degree_scales == [1 / 16.0] * 2  # every degree averaged (avg_neighbours 16)
+    assert build_module(module_spec(model), "new.ckpt").edge_degree.degree_scales == [1 / 16.0, 1 / 4.0]
     encoder = module_spec(MolecularEncoder([1, 6, 8], 4.0, 2, channels=8, lmax=1, layers=1, heads=2))
-    del encoder["init_args"]["norm"]
+    del encoder["init_args"]["norm"], encoder["init_args"]["edge_degree_scaling"]
     assert build_module(encoder, "old_koopman.ckpt").backbone.final_norm.kind == "separable"
     with pytest.raises(ValueError, match="norm must be one of"):
         E2Former([1], 4.0, channels=8, lmax=1, layers=1, heads=2, norm="batch")

@@ -32,7 +32,12 @@ def sum_over_edges(alpha: torch.Tensor, harmonics: torch.Tensor, receivers: torc
 class EdgeDegreeEmbedding(nn.Module):
     """Shape: edges (EdgeInputs, or (E, F) features), envelope (E,) -> (N, (lmax+1)^2, C). Parameters: one
     radial network (see :func:`~sciml.models.e2former.edges.edge_network`; hidden width ``edge_hidden``, default
-    C) and one channel mixing W_l (C x C, scaled by 1 / sqrt(C)) per degree."""
+    C) and one channel mixing W_l (C x C, scaled by 1 / sqrt(C)) per degree.
+
+    ``scaling="mean"``: every degree's sum divided by ``avg_neighbours``; ``"balanced"``: the l > 0 sums by its
+    square root (unit harmonics of many neighbours partly cancel, so those sums grow like sqrt(neighbours)),
+    which keeps them at the scale of the l = 0 features (see :class:`~sciml.models.e2former.model.E2Former`).
+    """
 
     def __init__(
         self,
@@ -42,14 +47,13 @@ class EdgeDegreeEmbedding(nn.Module):
         avg_neighbours: float,
         edge_hidden: int | None = None,
         shared_edges: bool = False,
-        scaling: str = "mean",
+        scaling: str = "balanced",
     ) -> None:
         super().__init__()
         self.lmax, self.channels, self.avg_neighbours = lmax, channels, avg_neighbours
-        if scaling not in ("mean", "random_walk", "balanced"):
-            raise ValueError(f"edge-degree scaling must be 'mean', 'random_walk' or 'balanced', got {scaling!r}")
-        # l > 0 sums of unit harmonics over neighbours partly cancel: they grow like sqrt(neighbours)
-        vector = 1.0 / math.sqrt(avg_neighbours) if scaling != "mean" else 1.0 / avg_neighbours
+        if scaling not in ("mean", "balanced"):
+            raise ValueError(f"edge_degree_scaling must be 'mean' or 'balanced', got {scaling!r}")
+        vector = 1.0 / math.sqrt(avg_neighbours) if scaling == "balanced" else 1.0 / avg_neighbours
         self.degree_scales = [1.0 / avg_neighbours] + [vector] * lmax
         hidden = edge_hidden or channels
         self.radial = nn.ModuleList(

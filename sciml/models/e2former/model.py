@@ -60,6 +60,10 @@ class E2Former(nn.Module):
         norm: ``"joint"`` (default) or ``"separable"`` (EquiformerV2's, the only one before: checkpoints that
             do not record ``norm`` are rebuilt with it); see :class:`~sciml.nn.so3_layers.EquivariantRMSNorm`.
             The separable norm loses every digit of the forces at sites of high symmetry (perfect crystals).
+        edge_degree_scaling: ``"balanced"`` (default: the edge-degree embedding's l > 0 sums divided by
+            sqrt(avg_neighbours), the atom embedding initialised at std 0.5 / sqrt(avg_neighbours), so that
+            every degree starts at one scale; the joint norm keeps the ratio it finds) or ``"mean"`` (every
+            sum divided by avg_neighbours, unit atom embedding: before; checkpoints without it get it).
 
     Input: a graph batch with ``pos (N,3)``, ``numbers (N,)``, ``batch (N,)``, ``cell (B,3,3)``,
     ``edge_index (2,E)``, ``shifts (E,3)``. Output: ``{"energy": (B,), "energies": (N,), "features": (N,M,C)}``.
@@ -90,7 +94,7 @@ class E2Former(nn.Module):
         edge_network: str = "per_layer",
         edge_hidden: int | None = None,
         norm: str = "joint",
-        edge_degree_scaling: str = "mean",
+        edge_degree_scaling: str = "balanced",
     ) -> None:
         super().__init__()
         if edge_network not in EDGE_NETWORKS:
@@ -123,7 +127,7 @@ class E2Former(nn.Module):
         self.edge_degree = EdgeDegreeEmbedding(
             lmax, channels, edge_features, avg_neighbours, edge_hidden, shared, edge_degree_scaling
         )
-        if edge_degree_scaling == "balanced":  # the atom embedding at the edge-degree sums' scale
+        if edge_degree_scaling == "balanced":  # the atom embedding at the scale of the edge-degree sums
             nn.init.normal_(self.atom_embedding.weight, std=0.5 / avg_neighbours**0.5)
         self.blocks = nn.ModuleList(
             TransformerBlock(
@@ -153,7 +157,7 @@ class E2Former(nn.Module):
 
     IDENTITY_BUFFERS = ("species_numbers", "cutoff_radius", "energy_scale_value")
     # init arguments added after checkpoints existed: a spec without them means the behaviour before them
-    legacy_defaults: ClassVar[dict[str, object]] = {"norm": "separable"}
+    legacy_defaults: ClassVar[dict[str, object]] = {"norm": "separable", "edge_degree_scaling": "mean"}
     # init argument -> attribute of the data module that supplies it (``sciml fit`` links them)
     linked_from_data: ClassVar[dict[str, str]] = {
         "cutoff": "cutoff",
