@@ -106,11 +106,11 @@ ABLATION = {
         "--model.init_args.model.init_args.edge_hidden=32",
     ],
     "edge MLPs hidden 32": ["--model.init_args.model.init_args.edge_hidden=32"],
-    "separable norm, mean edge-degree scaling (the model before)": [
-        "--model.init_args.model.init_args.norm=separable",
-        "--model.init_args.model.init_args.edge_degree_scaling=mean",
+    "joint norm, balanced edge-degree scaling (the library's defaults)": [
+        "--model.init_args.model.init_args.norm=joint",
+        "--model.init_args.model.init_args.edge_degree_scaling=balanced",
     ],
-    "joint norm, mean edge-degree scaling": ["--model.init_args.model.init_args.edge_degree_scaling=mean"],
+    "joint norm, mean edge-degree scaling": ["--model.init_args.model.init_args.norm=joint"],
 }
 
 

@@ -6,7 +6,8 @@ Models: the architectures the accuracy benchmark compares (``scripts/bench_accur
 ``configs/e2former/aspirin_md.yaml`` defines it (read from the file: C 64, lmax 2, 3 layers, shared edge trunk
 of width 32), which has 0.80x MACE's force error (MACE 0.3.16: 64x0e + 64x1o, L 1, 2 interactions, correlation
 3) at 40 training minutes each, so the E2Former/MACE ratio is speed at better-than-equal accuracy; and the same
-E2Former with per-layer edge MLPs (the former config, also 0.80x). NequIP 0.19.1 with E2Former's irreps
+E2Former with per-layer edge MLPs (the former config), and the recommended one with its layers compiled
+(``SciMLCalculator(compile=True)``, inductor; compiled in the warm-up calls). NequIP 0.19.1 with E2Former's irreps
 (64x0e + 64x1o + 64x2e), 3 layers, as a second peer (not in the accuracy benchmark). Untrained weights (speed
 does not depend on them).
 
@@ -14,7 +15,7 @@ Each (model, system) runs in its own process (``_speed_worker.py``; MACE in its 
 first use like ``bench_accuracy.py``), one after another, ``--threads`` threads each: medians of repeated
 calls after warm-up calls, MD = ASE velocity Verlet (1 fs), peak RSS of the process.
 
-    python scripts/bench_speed.py                    # ~10 min on 2 CPU cores
+    python scripts/bench_speed.py                    # ~15 min on 2 CPU cores
     python scripts/bench_speed.py --sizes molecule 512
 
 Then the per-edge multiply-adds of the recommended architecture against the same architecture as E2Former
