@@ -16,7 +16,7 @@ from torch_geometric.data import Data
 
 from sciml.calculators.checkpoint import load_model
 from sciml.data.neighbours import radius_graph
-from sciml.equivariant.graph import padded_size
+from sciml.equivariant.graph import grown_capacity
 from sciml.nn.forces import ForceStressOutput
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
@@ -36,7 +36,7 @@ class SciMLCalculator(Calculator):
             compiles, about a minute on a CPU).
         static_shapes: fixed-capacity neighbour buffers: every pair within cutoff + skin is kept until the next
             rebuild (the model's smooth cutoff makes the ones beyond the cutoff contribute exactly nothing)
-            and the list is padded to a capacity that only grows (10 % headroom, ``padded_size`` buckets) with pairs
+            and the list is padded to a capacity that only grows (``grown_capacity``) with pairs
             farther apart than the cutoff. Edge counts then stay fixed for the whole run or most of it. With
             ``compile`` on a CUDA device the compiled layers run as CUDA graphs (``mode="reduce-overhead"``).
 
@@ -169,8 +169,7 @@ class SciMLCalculator(Calculator):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """The cached pairs plus padding pairs up to ``edge_capacity``: receivers spread over the atoms, all
         from atom 0 shifted along x beyond every atom by more than the cutoff (before the next rebuild too)."""
-        if edge_index.shape[1] > self.edge_capacity:  # 10 % more, so that it seldom grows again
-            self.edge_capacity = padded_size(edge_index.shape[1], headroom=0.1)
+        self.edge_capacity = grown_capacity(edge_index.shape[1], self.edge_capacity)
         padding = self.edge_capacity - edge_index.shape[1]
         receivers = torch.arange(padding, device=self.device) % len(positions)
         pairs = torch.stack([receivers, torch.zeros_like(receivers)])

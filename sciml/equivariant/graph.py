@@ -8,13 +8,18 @@ from dataclasses import dataclass
 import torch
 
 
-def padded_size(count: int, headroom: float = 0.0) -> int:
-    """``count`` (times 1 + headroom) rounded up to a multiple of 2^(floor(log2 count) - 3): at most 12.5 %
-    rounding and eight sizes per doubling, so buffers of slowly changing size (edges and images in MD) keep the
-    same shape for long."""
-    count = math.ceil(count * (1.0 + headroom))
+def padded_size(count: int) -> int:
+    """``count`` rounded up to a multiple of 2^(floor(log2 count) - 3): at most 12.5 % rounding and eight sizes
+    per doubling."""
     step = 1 << max(count.bit_length() - 4, 0)
     return -(-count // step) * step
+
+
+def grown_capacity(count: int, capacity: int) -> int:
+    """A buffer capacity that only grows: ``capacity`` while ``count`` fits, else ``count`` plus 10 % headroom
+    in :func:`padded_size` buckets, so buffers of slowly changing size (edges and images in MD) keep one shape
+    for long."""
+    return capacity if count <= capacity else padded_size(math.ceil(count * 1.1))
 
 
 def _rowptr(index: torch.Tensor, size: int) -> torch.Tensor:

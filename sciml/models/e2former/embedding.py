@@ -50,7 +50,7 @@ class EdgeDegreeEmbedding(nn.Module):
         scaling: str = "balanced",
     ) -> None:
         super().__init__()
-        self.lmax, self.channels, self.avg_neighbours = lmax, channels, avg_neighbours
+        self.lmax, self.channels = lmax, channels
         if scaling not in ("mean", "balanced"):
             raise ValueError(f"edge_degree_scaling must be 'mean' or 'balanced', got {scaling!r}")
         vector = 1.0 / math.sqrt(avg_neighbours) if scaling == "balanced" else 1.0 / avg_neighbours

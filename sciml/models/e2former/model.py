@@ -10,7 +10,7 @@ from typing import ClassVar
 import torch
 from torch import nn
 
-from sciml.equivariant.graph import padded_size
+from sciml.equivariant.graph import grown_capacity
 from sciml.equivariant.operations import KernelModule
 from sciml.models.e2former.attention import attention_orders
 from sciml.models.e2former.blocks import TransformerBlock
@@ -154,7 +154,7 @@ class E2Former(nn.Module):
         nn.init.zeros_(self.energy_head[-1].weight)  # start at the fitted per-element reference energies
         nn.init.zeros_(self.energy_head[-1].bias)
         self.force_head = nn.Linear(channels, 1, bias=False) if direct_force_head else None
-        self._compiled_layers, self._image_capacity = None, None  # see compile()
+        self._compiled_layers, self._image_capacity, self._prepared_for = None, None, None  # see compile()
 
     IDENTITY_BUFFERS = ("species_numbers", "cutoff_radius", "energy_scale_value")
     # init arguments added after checkpoints existed: a spec without them means the behaviour before them
@@ -188,9 +188,12 @@ class E2Former(nn.Module):
         atom_types = self.atom_types(batch.numbers)
         context = self.graph_context(batch, atom_types)
         if self._compiled_layers is not None and not self.training:
-            for module in self.modules():  # before tracing: kernels and tables are built outside the graph
-                if isinstance(module, KernelModule):
-                    module.prepare(context.positions.device, context.positions.dtype)
+            target = (context.positions.device, context.positions.dtype)
+            if self._prepared_for != target:  # before tracing: kernels and tables are built outside the graph
+                for module in self.modules():
+                    if isinstance(module, KernelModule):
+                        module.prepare(*target)
+                self._prepared_for = target
             return self._compiled_layers(self, context, atom_types)
         return self.layers(context, atom_types)
 
@@ -210,8 +213,7 @@ class E2Former(nn.Module):
         )
 
     def _allocate_images(self, count: int) -> int:
-        if count > self._image_capacity:  # 10 % more, so that it seldom grows again
-            self._image_capacity = padded_size(count, headroom=0.1)
+        self._image_capacity = grown_capacity(count, self._image_capacity)
         return self._image_capacity
 
     def layers(self, context: GraphContext, atom_types: torch.Tensor) -> torch.Tensor:
@@ -239,9 +241,9 @@ class E2Former(nn.Module):
 
         ``static_shapes=False``: ``dynamic=True`` by default, so edge and image counts that change from step
         to step do not recompile. ``True`` (for CUDA graphs): ``dynamic=False`` by default, and the frame
-        images are padded to a capacity that only grows (10 % headroom, :func:`padded_size` buckets), so shapes stay
-        fixed when the edges do (``SciMLCalculator(static_shapes=True)`` keeps them fixed between neighbour-list
-        rebuilds and pads them the same way). Padding images change nothing."""
+        images are padded to a capacity that only grows (:func:`~sciml.equivariant.graph.grown_capacity`), so
+        shapes stay fixed when the edges do (``SciMLCalculator(static_shapes=True)`` keeps them fixed between
+        neighbour-list rebuilds and pads them the same way). Padding images change nothing."""
         self._image_capacity = 0 if static_shapes else None
         self._compiled_layers = torch.compile(E2Former.layers, **{"dynamic": not static_shapes, **options})
 
