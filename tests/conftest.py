@@ -87,4 +87,4 @@ def quickstart_run(tmp_path_factory):
         sys.argv = previous_argv
         os.chdir(previous_cwd)
     metrics = {k: float(v) for k, v in cli.trainer.callback_metrics.items()}
-    return metrics, next(folder.rglob("*.ckpt"))
+    return metrics, next(folder.rglob("last.ckpt"))

@@ -70,7 +70,7 @@ def test_fit_predict_and_md_write_only_into_their_run_directory(tmp_path, monkey
     config = ["-c", "configs/e2former/quickstart.yaml", f"--trainer.default_root_dir={tmp_path}"]
     tiny = ["--trainer.max_epochs=1", "--trainer.limit_train_batches=2", "--trainer.limit_val_batches=1"]
     run(["fit", *config, *tiny, "--trainer.enable_progress_bar=false", "--model.init_args.model.init_args.channels=8"])
-    (checkpoint,) = tmp_path.rglob("*.ckpt")
+    (checkpoint,) = tmp_path.rglob("last.ckpt")
     predict = ["predict", *config, f"--ckpt_path={checkpoint}", "--model.init_args.model.init_args.channels=8"]
     predict += ["--data.init_args.predict_paths=data/ethanol_gfn2.extxyz", "--trainer.limit_predict_batches=1"]
     run([*predict, "--trainer.enable_progress_bar=false"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import ase.io
@@ -9,7 +10,7 @@ import lightning as L
 from ase import Atoms
 from ase.calculators.singlepoint import SinglePointCalculator
 from ase.stress import full_3x3_to_voigt_6_stress
-from lightning.pytorch.callbacks import BasePredictionWriter
+from lightning.pytorch.callbacks import BasePredictionWriter, ModelCheckpoint
 
 from sciml.data.files import AtomicOutput
 
@@ -24,6 +25,18 @@ class FinalMetrics(L.Callback):
         print("final validation metrics:")
         for name, value in sorted(metrics.items()):
             print(f"  {name} = {value:.6g}")
+
+
+class TrainingClock(L.Callback):
+    """Log ``time/training_minutes`` (wall-clock minutes since fit started, validation included) with every
+    validation, so that learning curves can be drawn against time (``bench_accuracy.py``)."""
+
+    def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._start = time.perf_counter()
+
+    def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if not trainer.sanity_checking and trainer.state.fn == "fit":
+            pl_module.log("time/training_minutes", (time.perf_counter() - self._start) / 60, batch_size=1)
 
 
 class PredictionWriter(BasePredictionWriter):
@@ -88,3 +101,43 @@ class PredictionWriter(BasePredictionWriter):
                 writing.commit()
             else:
                 writing.discard()
+
+
+class RunCheckpoints(ModelCheckpoint):
+    """Two files per run in ``<run>/checkpoints/``: ``last.ckpt``, the run as it stands (weights, EMA,
+    optimizer, schedule, epoch), rewritten after every validation and when training ends; and ``best.ckpt``,
+    the model with the best ``monitor`` so far.
+
+    Lightning's ``ModelCheckpoint(monitor=..., save_last=True)`` rewrites ``last.ckpt`` only when a new best
+    is saved, so epochs after the best are kept nowhere and ``--ckpt_path last.ckpt`` resumes from the best
+    epoch, not from where the run stopped. Here ``--ckpt_path <run>/checkpoints/last.ckpt`` always continues
+    the run, and ``best.ckpt`` is the file to deploy when validation decides.
+
+    Args:
+        monitor: the logged metric that picks ``best.ckpt`` (e.g. ``val/force_mae``, ``val/vampe``).
+        mode: ``"min"`` or ``"max"``.
+        dirpath: the folder of both files (default: ``checkpoints/`` in the run's log directory).
+    """
+
+    def __init__(self, monitor: str = "val/force_mae", mode: str = "min", dirpath: str | None = None) -> None:
+        super().__init__(
+            dirpath, "best", monitor, mode=mode, save_top_k=1, save_last=True, enable_version_counter=False
+        )
+
+    def _save_last_if_behind(self, trainer: L.Trainer) -> None:
+        if self._should_skip_saving_checkpoint(trainer):  # not fitting, sanity check, or saved at this step
+            return
+        self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        super().on_validation_end(trainer, pl_module)  # best.ckpt (and last.ckpt with it) on a new best
+        if not self._should_save_on_train_epoch_end(trainer):
+            self._save_last_if_behind(trainer)
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        super().on_train_epoch_end(trainer, pl_module)
+        if self._should_save_on_train_epoch_end(trainer):
+            self._save_last_if_behind(trainer)
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._save_last_if_behind(trainer)  # a run stopped mid-epoch (max_time, a signal) keeps its last step

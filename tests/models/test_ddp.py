@@ -35,7 +35,7 @@ def test_potential_fits_under_ddp_with_two_cpu_processes(tmp_path):
     result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Initializing distributed: GLOBAL_RANK: 1, MEMBER: 2/2" in result.stderr + result.stdout
-    (checkpoint,) = tmp_path.rglob("*.ckpt")
+    (checkpoint,) = tmp_path.rglob("last.ckpt")
     saved = torch.load(checkpoint, weights_only=True)
     assert saved["global_step"] == 4  # four optimizer steps, each on both processes' batches
     atoms = ase.io.read(ROOT / "data/ethanol_gfn2.extxyz", index=0)

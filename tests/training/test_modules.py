@@ -240,3 +240,69 @@ def test_interrupted_and_resumed_run_equals_an_uninterrupted_one(tmp_path, molec
         if a.is_floating_point():
             torch.testing.assert_close(b, a, rtol=0, atol=1e-8, msg=name)
     assert (whole.model.energy_head[0].weight - first.model.energy_head[0].weight).abs().max() > 1e-4
+
+
+def test_run_checkpoints_keep_the_final_weights_and_resume_where_the_run_stopped(tmp_path, molecule_frames):
+    """Validation gets worse in the last epochs (stage two: a learning rate 25x higher and no force term), so
+    the best epoch is not the last: ``best.ckpt`` holds the best-by-validation epoch, ``last.ckpt`` the final
+    weights and EMA, and resuming from ``last.ckpt`` continues from the final step, not from the best one
+    (Lightning's ``ModelCheckpoint(monitor=..., save_last=True)`` rewrites last.ckpt only on a new best)."""
+    from functools import partial
+
+    from sciml.calculators.checkpoint import load_model
+    from sciml.training.callbacks import RunCheckpoints
+
+    ase.io.write(tmp_path / "frames.extxyz", molecule_frames * 4)
+    data = AtomsDataModule(
+        paths=str(tmp_path / "frames.extxyz"), cutoff=3.0, split=(0.6, 0.2, 0.2), batch_size=2, dtype="float64"
+    )
+
+    def module():
+        return potential_module(
+            data,
+            ema_decay=0.5,
+            optimizer=partial(torch.optim.Adam, lr=2e-3),
+            stage_two={"start_epoch": 3, "energy_weight": 1.0, "force_weight": 0.0, "lr": 5e-2},
+        ).double()
+
+    first, checkpoints = module(), RunCheckpoints(monitor="val/force_mae", mode="min")
+    trainer = tiny_trainer(tmp_path / "run", max_epochs=6, callbacks=[checkpoints])
+    errors = []
+    trainer.callbacks.append(
+        L.pytorch.callbacks.LambdaCallback(
+            on_validation_end=lambda trainer, _: errors.append(float(trainer.callback_metrics["val/force_mae"]))
+        )
+    )
+    trainer.fit(first, data)
+    folder = tmp_path / "run" / "checkpoints"
+    assert sorted(p.name for p in folder.iterdir()) == ["best.ckpt", "last.ckpt"]
+    best_epoch = min(range(len(errors)), key=errors.__getitem__)
+    assert best_epoch < 5 and errors[-1] > errors[best_epoch]  # validation got worse after the best epoch
+    last, best = (torch.load(folder / name, weights_only=True) for name in ("last.ckpt", "best.ckpt"))
+    assert (last["epoch"], best["epoch"]) == (5, best_epoch)
+    assert last["sciml_format_version"] == best["sciml_format_version"] == 2
+    assert last["global_step"] == first.global_step
+    for name, value in first.state_dict().items():
+        torch.testing.assert_close(last["state_dict"][name], value, rtol=0, atol=0, msg=name)
+    for name, value in first.evaluation_model.state_dict().items():  # the EMA weights of the last step
+        torch.testing.assert_close(last["ema_state_dict"][name], value, rtol=0, atol=0, msg=name)
+    final = load_model(folder / "last.ckpt")  # what calculators load: the last EMA model (in float32)
+    assert torch.allclose(final.energy_head[0].weight.double(), first.evaluation_model.energy_head[0].weight)
+
+    resumed = module()
+    again = tiny_trainer(tmp_path / "run", max_epochs=7, callbacks=[RunCheckpoints()])
+    again.fit(resumed, data, ckpt_path=folder / "last.ckpt")
+    assert resumed.global_step == first.global_step + first.global_step // 6  # one epoch more, from the end
+    assert torch.load(folder / "last.ckpt", weights_only=True)["epoch"] == 6
+
+
+def test_run_checkpoints_save_a_run_stopped_mid_epoch(tmp_path, molecule_frames):
+    """A run that stops between validations (``max_steps``, like ``max_time``) still saves its last step."""
+    from sciml.training.callbacks import RunCheckpoints
+
+    ase.io.write(tmp_path / "frames.extxyz", molecule_frames * 4)
+    data = AtomsDataModule(paths=str(tmp_path / "frames.extxyz"), cutoff=3.0, split=(0.6, 0.2, 0.2), batch_size=2)
+    module = potential_module(data)
+    tiny_trainer(tmp_path / "run", max_epochs=3, max_steps=8, callbacks=[RunCheckpoints()]).fit(module, data)
+    last = torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", weights_only=True)
+    assert module.global_step == 8 == last["global_step"]
