@@ -7,7 +7,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from sciml.nn.checkpoint import CheckpointError, build_module, read_checkpoint, sub_state_dict
+from sciml.nn.checkpoint import CheckpointError, build_module, format_version, read_checkpoint, sub_state_dict
 
 
 def load_model(path: str | Path, device: str | torch.device = "cpu", use_ema: bool = True) -> nn.Module:
@@ -20,7 +20,7 @@ def load_model(path: str | Path, device: str | torch.device = "cpu", use_ema: bo
     spec = checkpoint.get("sciml_model")
     if not spec:
         raise CheckpointError(f"checkpoint '{path}' holds no 'sciml_model' entry (not written by sciml fit?)")
-    model = build_module(spec, path)
+    model = build_module(spec, path, format_version(checkpoint, path))
     if use_ema and "ema_state_dict" in checkpoint:
         state = checkpoint["ema_state_dict"]
     else:

@@ -23,7 +23,16 @@ from sciml.data.files import AtomicOutput
 from sciml.koopman import linalg
 from sciml.koopman.functional import with_constant
 from sciml.koopman.moments import Moments, accumulate
-from sciml.nn.checkpoint import CheckpointError, build_module, module_spec, read_checkpoint, sub_state_dict
+from sciml.nn.checkpoint import (
+    FORMAT_VERSION,
+    VERSION_KEY,
+    CheckpointError,
+    build_module,
+    format_version,
+    module_spec,
+    read_checkpoint,
+    sub_state_dict,
+)
 
 FORMAT = "sciml.koopman_estimator/1"
 Observable = Callable[[object], torch.Tensor]
@@ -79,9 +88,9 @@ class KoopmanEstimator:
         spec = checkpoint.get("sciml_koopman")
         if not spec:
             raise CheckpointError(f"checkpoint '{path}' holds no 'sciml_koopman' entry (not a Koopman model?)")
-        encoders = {}
+        encoders, version = {}, format_version(checkpoint, path)
         for side in ("encoder_f", "encoder_g"):
-            encoders[side] = build_module(spec[side], path)
+            encoders[side] = build_module(spec[side], path, version)
             encoders[side].load_state_dict(sub_state_dict(checkpoint["state_dict"], f"{side}."))
         estimator = cls(encoders["encoder_f"], encoders["encoder_g"], lagtime=spec["lagtime"], **kwargs)
         return estimator.fit(data, observables, split)
@@ -293,6 +302,7 @@ class KoopmanEstimator:
         torch.save(
             {
                 "format": FORMAT,
+                VERSION_KEY: FORMAT_VERSION,
                 "lagtime": self.lagtime,
                 "rank_cutoff": self.rank_cutoff,
                 "rank": self.rank,
@@ -310,9 +320,9 @@ class KoopmanEstimator:
         state = read_checkpoint(path)
         if state.get("format") != FORMAT:
             raise CheckpointError(f"file '{path}' is not a saved KoopmanEstimator (format {state.get('format')!r})")
-        encoders = {}
+        encoders, version = {}, format_version(state, path)
         for side, entry in state["encoders"].items():
-            encoders[side] = build_module(entry["spec"], path)
+            encoders[side] = build_module(entry["spec"], path, version)
             encoders[side].load_state_dict(entry["state_dict"])
         estimator = cls(encoders["f"], encoders["g"], state["lagtime"], state["rank_cutoff"], device, state.get("rank"))
         estimator.moments = Moments.from_state_dict(state["moments"])

@@ -2,7 +2,9 @@
 
 A module is saveable when its ``__init__`` is decorated with :func:`records_config`, which keeps the
 constructor arguments in ``module.config``; the spec plus a state dict rebuilds it, and
-:func:`read_checkpoint` loads files with ``torch.load(weights_only=True)``.
+:func:`read_checkpoint` loads files with ``torch.load(weights_only=True)``. Checkpoints carry a format version
+(``sciml_format_version``): an older one is upgraded one version at a time (:data:`SPEC_UPGRADES`), a newer
+one is refused with both versions named.
 """
 
 from __future__ import annotations
@@ -90,10 +92,62 @@ def register_saveable(kind: type) -> type:
     return kind
 
 
-def build_module(spec: dict, source: str | Path) -> nn.Module:
-    """Instantiate ``spec``: only classes in :data:`SAVEABLE_CLASSES` (see :func:`register_saveable`), and
-    only with ``init_args`` that bind to the constructor and stay within sane bounds (a crafted file must not
-    call arbitrary code or allocate without limit). ``source`` names the file in errors."""
+FORMAT_VERSION = 2  # what this sciml writes; see SPEC_UPGRADES
+VERSION_KEY = "sciml_format_version"
+# E2Former's defaults in format version 1 where they differ from now (every other argument kept its default)
+E2FORMER_VERSION_1 = {
+    "layers": 4,
+    "radial_basis": 32,
+    "edge_network": "per_layer",
+    "edge_hidden": None,
+    "norm": "separable",
+    "edge_degree_scaling": "mean",
+    "avg_neighbours": 16.0,
+}
+VERSION_1_DEFAULTS = {
+    "sciml.models.e2former.model.E2Former": E2FORMER_VERSION_1,
+    "sciml.koopman.molecular.MolecularEncoder": {"norm": "separable", "edge_degree_scaling": "mean"},
+}
+
+
+def _from_version_1(spec: dict) -> dict:
+    """Version 1: every checkpoint before the format was versioned. Its specs record the constructor arguments
+    that existed when it was written; those added later (``norm``, ``edge_degree_scaling``, ...) take the
+    behaviour before them, and the version-1 defaults that have changed since take their old values."""
+    defaults = VERSION_1_DEFAULTS.get(spec.get("class_path"), {})
+    return {**spec, "init_args": {**defaults, **spec.get("init_args", {})}}
+
+
+# version n -> n + 1 of a model spec, applied in turn from the checkpoint's version to FORMAT_VERSION: a change
+# to a constructor that alters what an old spec builds adds a version and one function here
+SPEC_UPGRADES: dict[int, Callable[[dict], dict]] = {1: _from_version_1}
+
+
+def format_version(checkpoint: dict, source: str | Path) -> int:
+    """The checkpoint's format version (1 when it has none); a newer one than this sciml's is refused."""
+    version = checkpoint.get(VERSION_KEY, 1)
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise CheckpointError(f"checkpoint '{source}': {VERSION_KEY} = {version!r} is not a format version")
+    if version > FORMAT_VERSION:
+        raise CheckpointError(
+            f"checkpoint '{source}' has format version {version}, but this sciml reads versions up to "
+            f"{FORMAT_VERSION}: it was written by a newer sciml; upgrade sciml to load it"
+        )
+    return version
+
+
+def upgraded_spec(spec: dict, version: int) -> dict:
+    """``spec`` of a checkpoint of format ``version`` as the current constructors read it."""
+    for step in range(version, FORMAT_VERSION):
+        spec = SPEC_UPGRADES[step](spec)
+    return spec
+
+
+def build_module(spec: dict, source: str | Path, version: int = FORMAT_VERSION) -> nn.Module:
+    """Instantiate ``spec``, written at format ``version`` (see :func:`format_version`; upgraded first): only
+    classes in :data:`SAVEABLE_CLASSES` (see :func:`register_saveable`), and only with ``init_args`` that bind
+    to the constructor and stay within sane bounds (a crafted file must not call arbitrary code or allocate
+    without limit). ``source`` names the file in errors."""
     class_path = spec.get("class_path", "") if isinstance(spec, dict) else ""
     if class_path not in SAVEABLE_CLASSES:
         raise CheckpointError(
@@ -110,8 +164,7 @@ def build_module(spec: dict, source: str | Path) -> nn.Module:
         raise CheckpointError(f"checkpoint '{source}': init_args of '{class_path}' is not a mapping")
     for name, value in init_args.items():
         _check_value(value, f"checkpoint '{source}': init_args.{name} of '{class_path}'")
-    # arguments added after the file was written: the class's ``legacy_defaults`` rebuild the old behaviour
-    init_args = {**getattr(kind, "legacy_defaults", {}), **init_args}
+    init_args = upgraded_spec({"class_path": class_path, "init_args": init_args}, version)["init_args"]
     try:
         inspect.signature(kind).bind(**init_args)
     except TypeError as error:

@@ -13,7 +13,7 @@ from sciml.koopman import linalg
 from sciml.koopman.functional import with_constant
 from sciml.koopman.losses import LoRALoss
 from sciml.koopman.moments import Moments
-from sciml.nn.checkpoint import fresh_instance, module_spec
+from sciml.nn.checkpoint import FORMAT_VERSION, VERSION_KEY, fresh_instance, module_spec
 from sciml.training.finite import FiniteTraining
 
 
@@ -129,6 +129,7 @@ class KoopmanModule(FiniteTraining, L.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         """Store ``sciml_koopman = {encoder_f, encoder_g: {class_path, init_args}, lagtime}`` so that
         :meth:`sciml.koopman.KoopmanEstimator.from_checkpoint` rebuilds the encoders without pickled code."""
+        checkpoint[VERSION_KEY] = FORMAT_VERSION
         encoders = {"encoder_f": self.encoder_f, "encoder_g": self.encoder_g}
         if all(getattr(encoder, "config", None) is not None for encoder in encoders.values()):
             checkpoint["sciml_koopman"] = {side: module_spec(encoder) for side, encoder in encoders.items()}

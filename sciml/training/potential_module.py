@@ -9,7 +9,7 @@ import torch
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import nn
 
-from sciml.nn.checkpoint import module_spec
+from sciml.nn.checkpoint import FORMAT_VERSION, VERSION_KEY, module_spec
 from sciml.nn.forces import ForceStressOutput
 from sciml.training.energy_shift import evenly_spaced, fit_energy_shift
 from sciml.training.error_table import ErrorTable
@@ -240,6 +240,7 @@ class PotentialModule(FiniteTraining, L.LightningModule):
         }
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint[VERSION_KEY] = FORMAT_VERSION
         if getattr(self.model, "config", None) is not None:
             checkpoint["sciml_model"] = module_spec(self.model)
         if self.ema is not None:
