@@ -5,11 +5,13 @@ never typed twice. Each class declares the init arguments it takes from the data
 ``linked_from_data`` mapping ``{init argument: data-module attribute}``; the CLI reads the classes of the
 parsed ``model`` config (nested ones included) and links accordingly:
 
-- :class:`~sciml.models.E2Former`: ``data.cutoff``, ``data.species``, ``data.energy_reference`` and
-  ``data.force_rms`` -> ``cutoff``, ``species``, ``energy_reference``, ``energy_scale`` (computed from the
-  training split when the data module is built);
+- :class:`~sciml.models.E2Former`: ``data.cutoff``, ``data.species``, ``data.energy_reference``,
+  ``data.force_rms`` and ``data.avg_neighbours`` -> ``cutoff``, ``species``, ``energy_reference``,
+  ``energy_scale``, ``avg_neighbours`` (computed from the training split when the data module is built);
+  arguments a class lists in ``linked_unless_set`` are linked only when the config leaves them unset;
 - :class:`~sciml.training.KoopmanModule`: ``data.lagtime -> lagtime``;
-- :class:`~sciml.koopman.MolecularEncoder`: ``data.species``, ``data.cutoff`` -> ``species``, ``cutoff``.
+- :class:`~sciml.koopman.MolecularEncoder`: ``data.species``, ``data.cutoff``, ``data.avg_neighbours`` -> ``species``,
+  ``cutoff``, ``avg_neighbours``.
 """
 
 from __future__ import annotations
@@ -75,8 +77,14 @@ def data_links(config, prefix: str = "model") -> dict[str, str]:
         cls = getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError, ValueError):
         return {}  # the real parse names the unknown class
-    links = {f"{prefix}.init_args.{arg}": attr for arg, attr in getattr(cls, "linked_from_data", {}).items()}
-    for arg, value in vars(getattr(config, "init_args", None) or Namespace()).items():
+    init_args = getattr(config, "init_args", None) or Namespace()
+    given = {arg for arg in getattr(cls, "linked_unless_set", ()) if getattr(init_args, arg, None) is not None}
+    links = {
+        f"{prefix}.init_args.{arg}": attr
+        for arg, attr in getattr(cls, "linked_from_data", {}).items()
+        if arg not in given  # a value in the config wins over the data's (and is recorded with the model)
+    }
+    for arg, value in vars(init_args).items():
         links.update(data_links(value, f"{prefix}.init_args.{arg}"))
     return links
 

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from sciml.cli import run
 
@@ -120,15 +121,17 @@ def test_data_links_are_collected_from_nested_classes():
     from sciml.cli import data_links
 
     encoder = Namespace(class_path="sciml.koopman.MolecularEncoder", init_args=Namespace(output_dim=3))
+    given = Namespace(class_path="sciml.koopman.MolecularEncoder", init_args=Namespace(avg_neighbours=12.0))
     config = Namespace(
-        class_path="sciml.training.KoopmanModule", init_args=Namespace(encoder_f=encoder, encoder_g=encoder)
+        class_path="sciml.training.KoopmanModule", init_args=Namespace(encoder_f=encoder, encoder_g=given)
     )
     assert data_links(config) == {
         "model.init_args.lagtime": "lagtime",
         "model.init_args.encoder_f.init_args.species": "species",
         "model.init_args.encoder_f.init_args.cutoff": "cutoff",
+        "model.init_args.encoder_f.init_args.avg_neighbours": "avg_neighbours",
         "model.init_args.encoder_g.init_args.species": "species",
-        "model.init_args.encoder_g.init_args.cutoff": "cutoff",
+        "model.init_args.encoder_g.init_args.cutoff": "cutoff",  # its avg_neighbours is set: not linked
     }
 
 
@@ -154,3 +157,31 @@ def test_a_second_run_in_the_same_directory_keeps_the_first_config(monkeypatch, 
         )
     assert "lagtime: 2" in (tmp_path / "config.yaml").read_text()
     assert "lagtime: 3" in (tmp_path / "config.1.yaml").read_text()
+
+
+def test_avg_neighbours_comes_from_the_training_split_unless_the_config_sets_it(monkeypatch, tmp_path):
+    """``data.avg_neighbours`` (edges per atom within the cutoff, training split) goes into E2Former like the
+    force RMS; a value given in the config wins, and both are recorded in the checkpoint's model spec."""
+    from sciml.models import E2Former
+
+    monkeypatch.chdir(ROOT)
+    config = ["fit", "--config", "configs/e2former/quickstart.yaml", *TINY]
+    linked = run([*config, f"--trainer.default_root_dir={tmp_path / 'linked'}"])
+    data, model = linked.datamodule, linked.model.model
+    split = data.dataset("train")
+    by_hand = sum(split[k].edge_index.shape[1] for k in range(len(split))) / sum(
+        split[k].num_nodes for k in range(len(split))
+    )
+    assert data.avg_neighbours == pytest.approx(by_hand, rel=1e-12) and model.avg_neighbours == data.avg_neighbours
+    assert model.config["avg_neighbours"] == data.avg_neighbours
+    assert data.linked_values(E2Former)["avg_neighbours"] == data.avg_neighbours
+    given = run(
+        [
+            *config,
+            f"--trainer.default_root_dir={tmp_path / 'given'}",
+            "--model.init_args.model.init_args.avg_neighbours=9.5",
+        ]
+    )
+    assert given.model.model.avg_neighbours == 9.5 == given.model.model.config["avg_neighbours"]
+    (checkpoint,) = (tmp_path / "given").rglob("last.ckpt")
+    assert torch.load(checkpoint, weights_only=True)["sciml_model"]["init_args"]["avg_neighbours"] == 9.5

@@ -17,6 +17,8 @@ from sciml.data.split_datamodule import SplitDataModule
 from sciml.data.splits import Segment, check_split_mode, frame_index, pair_index
 from sciml.data.stats import check_reference
 
+NEIGHBOUR_SAMPLE = 2000  # frames that avg_neighbours counts, at most
+
 
 class AtomsDataModule(SplitDataModule):
     """Frames (``lagtime=None``) or pairs ``(frame t, frame t + lagtime)`` from ASE trajectory files.
@@ -159,6 +161,26 @@ class AtomsDataModule(SplitDataModule):
         """RMS force component (eV/Å) on the training split."""
         return self.frames.force_rms
 
+    @cached_property
+    def avg_neighbours(self) -> float:
+        """Mean number of neighbours per atom within ``cutoff`` on the training split (edges / atoms, images
+        of periodic cells included), over at most ``NEIGHBOUR_SAMPLE`` evenly spaced frames (all of them in
+        smaller splits): the normaliser of E2Former's edge-degree embedding, computed as MACE and NequIP do."""
+        split = self.dataset("train")
+        picks = torch.linspace(0, len(split) - 1, min(len(split), NEIGHBOUR_SAMPLE)).round().long().unique()
+        edges = atoms = 0
+        for k in picks.tolist():
+            graph = split[k][0] if self.lagtime is not None else split[k]
+            edges, atoms = edges + graph.edge_index.shape[1], atoms + graph.num_nodes
+        return max(edges / max(atoms, 1), 1.0)  # isolated atoms only: 1, so that nothing divides by zero
+
+    def linked_values(self, model_class: type) -> dict:
+        """``{init argument: value}`` for what ``model_class`` takes from the data (its ``linked_from_data``,
+        e.g. :class:`~sciml.models.E2Former`'s species, cutoff, energy reference, energy scale and
+        avg_neighbours): what ``sciml fit`` links, for models built in Python,
+        ``E2Former(**data.linked_values(E2Former), channels=64)``."""
+        return {argument: getattr(self, attribute) for argument, attribute in model_class.linked_from_data.items()}
+
     # --- datasets (the dataloaders come from SplitDataModule) ---
     def dataset(self, name: str) -> FrameGraphs:
         """Frames (or lagged pairs) of split ``name`` as graphs."""
@@ -185,4 +207,5 @@ class AtomsDataModule(SplitDataModule):
             "species": self.species,
             "energy_reference": self.energy_reference,
             "force_rms": self.force_rms,
+            "avg_neighbours": self.avg_neighbours,
         }
