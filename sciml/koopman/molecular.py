@@ -18,13 +18,15 @@ class MolecularEncoder(nn.Module):
     permutations of equal atoms and (with ``parity``, the default) reflections.
 
     The l = 0 channels of E2Former's last-layer features (N, C) are mean- or sum-pooled per structure and
-    mapped by an MLP. ``species`` and ``cutoff`` (Å) are linked from the data module by ``sciml fit``.
+    mapped by an MLP. ``species``, ``cutoff`` (Å) and ``avg_neighbours`` are linked from the data module by
+    ``sciml fit``.
 
     Args:
         species: atomic numbers. cutoff: neighbour radius in Å. output_dim: learned functions (k - 1).
-        channels, lmax, layers, heads, radial_basis, avg_neighbours, backend, parity, norm, edge_degree_scaling:
-            E2Former backbone settings (``parity=False``: rotation-invariant only, so pseudo-scalars such as the
-            handedness of a chiral centre are directly available).
+        channels, lmax, layers, heads, radial_basis, avg_neighbours, backend, parity, norm, edge_degree_scaling,
+            edge_network, edge_hidden: E2Former backbone settings (``parity=False``: rotation-invariant only, so
+            pseudo-scalars such as the handedness of a chiral centre are directly available; per-layer edge
+            networks of width C, the backbone's settings before the shared trunk).
         hidden: widths of the MLP head. pooling: ``"mean"`` or ``"sum"`` over the atoms of a structure.
         normalize: standardise the pooled features over the frames (``BatchNorm1d`` without affine
             parameters; running statistics in evaluation) before the head. Pooled features of one molecule
@@ -32,9 +34,12 @@ class MolecularEncoder(nn.Module):
             it the head sees nearly constant inputs and learns slowly.
     """
 
-    linked_from_data: ClassVar[dict[str, str]] = {"species": "species", "cutoff": "cutoff"}  # by ``sciml fit``
-
-    legacy_defaults: ClassVar[dict[str, object]] = E2Former.legacy_defaults  # see E2Former
+    linked_from_data: ClassVar[dict[str, str]] = {  # by ``sciml fit``
+        "species": "species",
+        "cutoff": "cutoff",
+        "avg_neighbours": "avg_neighbours",
+    }
+    linked_unless_set: ClassVar[tuple[str, ...]] = E2Former.linked_unless_set
 
     @records_config
     def __init__(
@@ -47,7 +52,7 @@ class MolecularEncoder(nn.Module):
         layers: int = 2,
         heads: int = 4,
         radial_basis: int = 16,
-        avg_neighbours: float = 16.0,
+        avg_neighbours: float | None = None,
         hidden: tuple[int, ...] = (64,),
         pooling: str = "mean",
         backend: str = "auto",
@@ -55,6 +60,8 @@ class MolecularEncoder(nn.Module):
         normalize: bool = True,
         norm: str = "joint",
         edge_degree_scaling: str = "balanced",
+        edge_network: str = "per_layer",
+        edge_hidden: int | None = None,
     ) -> None:
         super().__init__()
         if pooling not in ("mean", "sum"):
@@ -73,6 +80,8 @@ class MolecularEncoder(nn.Module):
             parity=parity,
             norm=norm,
             edge_degree_scaling=edge_degree_scaling,
+            edge_network=edge_network,
+            edge_hidden=edge_hidden,
         )
         self.backbone.energy_head.requires_grad_(False)  # the energy readout is not used here
         self.normalise = nn.BatchNorm1d(channels, affine=False) if normalize else nn.Identity()

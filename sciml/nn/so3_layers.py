@@ -51,20 +51,26 @@ class Invariants(nn.Module):
         return torch.cat([(a[:, s] * b[:, s]).sum(1) for s in self.layout.slices], dim=1)
 
 
-NORMS = ("joint", "separable")
+NORMS = ("centred", "joint", "separable")
 
 
 class EquivariantRMSNorm(nn.Module):
     """Layer norm of the l = 0 channels; the l > 0 part divided by a degree-balanced RMS (each degree weighs
     equally); per-degree per-channel affine weights.
 
-    ``kind="joint"`` (default): the RMS is taken over every degree, the scalars included. ``"separable"``
-    (EquiformerV2): over the l > 0 degrees alone. The separable norm divides the l > 0 features by their own
-    size, however small: at a site of high symmetry they vanish exactly (l = 1 at every centre of inversion,
-    l = 1 and 2 at every cubic or tetrahedral site: a perfect crystal, the carbon of methane), and the norm
-    blows their rounding noise up by 1 / sqrt(eps) per layer. Measured on a perfect 512-atom fcc lattice
-    (forces zero by symmetry): float64 forces of 0.04 eV/Å and float32 forces of 2e4 eV/Å after seven norms.
-    The joint norm keeps them at rounding level (1e-16 and 3e-7 eV/Å).
+    ``kind`` says which RMS divides the l > 0 part:
+
+    - ``"separable"`` (EquiformerV2): the l > 0 degrees' own. It divides the l > 0 features by their own size,
+      however small: at a site of high symmetry they vanish exactly (l = 1 at every centre of inversion, l = 1
+      and 2 at every cubic or tetrahedral site: a perfect crystal, the carbon of methane), and the norm blows
+      their rounding noise up by 1 / sqrt(eps) per layer. Measured on a perfect 512-atom fcc lattice (forces
+      zero by symmetry): float64 forces of 0.04 eV/Å and float32 forces of 2e4 eV/Å after seven norms.
+    - ``"joint"``: over every degree, the scalars' raw mean square included, so the gain on the l > 0 part is
+      bounded by the scalars' size and rounding noise stays at rounding level (1e-16 and 3e-7 eV/Å there).
+      The scalars' mean over the channels, which their layer norm removes, still sets the l > 0 gain.
+    - ``"centred"``: over every degree, with the scalars' variance over the channels (what their layer norm
+      divides by) in place of their mean square: as exact at symmetric sites as ``"joint"``, and the l > 0
+      gain no longer depends on the scalars' channel mean.
 
     Shape: (N, (lmax + 1)^2, C) -> the same.
     """
@@ -83,14 +89,17 @@ class EquivariantRMSNorm(nn.Module):
         nn.init.zeros_(self.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        scalars = x[:, 0]
-        scalars = scalars - scalars.mean(-1, keepdim=True)
-        scalars = scalars * torch.rsqrt(scalars.pow(2).mean(-1, keepdim=True) + self.eps)
+        centred = x[:, 0] - x[:, 0].mean(-1, keepdim=True)
+        scalars = centred * torch.rsqrt(centred.pow(2).mean(-1, keepdim=True) + self.eps)
         blocks = [(scalars * self.weight[0] + self.bias)[:, None]]
         if self.lmax > 0:
             slices = self.layout.slices[1:]
-            in_rms = self.layout.slices if self.kind == "joint" else slices
-            power = torch.stack([x[:, s].pow(2).mean(1) for s in in_rms], 0).mean(0)  # (N, C)
+            powers = [x[:, s].pow(2).mean(1) for s in slices]  # (N, C) per degree
+            if self.kind == "joint":
+                powers.insert(0, x[:, 0].pow(2))
+            elif self.kind == "centred":
+                powers.insert(0, centred.pow(2))
+            power = torch.stack(powers, 0).mean(0)  # (N, C)
             inverse_rms = torch.rsqrt(power.mean(-1, keepdim=True) + self.eps)[:, None]
             blocks += [x[:, s] * inverse_rms * self.weight[l + 1] for l, s in enumerate(slices)]
         return torch.cat(blocks, dim=1)

@@ -71,6 +71,21 @@ class TestE2FormerS2FeedForward(EnergyModelTests):
         return make_e2former(dtype, feed_forward="s2", s2_resolution=36)
 
 
+class TestE2FormerCentredNorm(EnergyModelTests):
+    def make_model(self, dtype):
+        return make_e2former(dtype, norm="centred")
+
+
+class TestE2FormerSeparableNorm(EnergyModelTests):
+    """Checkpoints of format version 1 rebuild with EquiformerV2's separable norm: every test passes except the
+    symmetric sites, where it must fail (rounding noise turned into forces)."""
+
+    exact_at_symmetric_sites = False
+
+    def make_model(self, dtype):
+        return make_e2former(dtype, norm="separable", edge_degree_scaling="mean")
+
+
 class TestE2FormerSecondOrder(EnergyModelTests):
     def make_model(self, dtype):
         return make_e2former(dtype, order=2)
@@ -193,25 +208,39 @@ def test_state_dict_carries_species_cutoff_and_energy_scale_and_refuses_other_da
     model(energy_scale=scale).load_state_dict(single)
 
 
-def test_checkpoints_from_before_the_joint_norm_rebuild_with_the_separable_one():
-    """Checkpoints record every constructor argument; those written before ``norm`` and ``edge_degree_scaling``
-    existed rebuild the model they were trained with (``E2Former.legacy_defaults``)."""
+def test_checkpoints_of_every_format_version_rebuild_the_model_they_were_trained_with(tmp_path):
+    """Checkpoints record every constructor argument and a format version. Version 1 (no version key) predates
+    ``norm`` and ``edge_degree_scaling``: such a spec rebuilds the separable norm and mean scaling it was
+    trained with; version 2 rebuilds as recorded; a newer version than this sciml's is refused, both named."""
+    from sciml.calculators.checkpoint import load_model
     from sciml.koopman.molecular import MolecularEncoder
-    from sciml.nn.checkpoint import build_module, module_spec
+    from sciml.nn.checkpoint import FORMAT_VERSION, VERSION_KEY, CheckpointError, build_module, module_spec
 
-    model = E2Former([1, 6, 8], 4.0, channels=8, lmax=1, layers=1, heads=2)
+    assert FORMAT_VERSION == 2
+    model = E2Former([1, 6, 8], 4.0, channels=8, lmax=1, layers=1, heads=2, avg_neighbours=16.0, norm="joint")
     spec = module_spec(model)
     assert spec["init_args"]["norm"] == "joint"
     assert build_module(spec, "new.ckpt").final_norm.kind == "joint"
-    del spec["init_args"]["norm"], spec["init_args"]["edge_degree_scaling"]  # a checkpoint from before them
-    older = build_module(spec, "old.ckpt")
+    version_one = copy.deepcopy(spec)
+    del version_one["init_args"]["norm"], version_one["init_args"]["edge_degree_scaling"]
+    state = {"state_dict": {f"model.{k}": v for k, v in model.state_dict().items()}}
+    torch.save({**state, "sciml_model": version_one}, tmp_path / "v1.ckpt")
+    torch.save({**state, "sciml_model": spec, VERSION_KEY: 2}, tmp_path / "v2.ckpt")
+    older, newer = load_model(tmp_path / "v1.ckpt"), load_model(tmp_path / "v2.ckpt")
     assert {older.final_norm.kind, older.blocks[0].attention_norm.kind, older.blocks[0].feed_forward_norm.kind} == {
         "separable"
     }
     assert older.edge_degree.degree_scales == [1 / 16.0] * 2  # every degree averaged (avg_neighbours 16)
-    assert build_module(module_spec(model), "new.ckpt").edge_degree.degree_scales == [1 / 16.0, 1 / 4.0]
+    assert newer.final_norm.kind == "joint" and newer.edge_degree.degree_scales == [1 / 16.0, 1 / 4.0]
+    torch.save({**state, "sciml_model": spec, VERSION_KEY: 3}, tmp_path / "v3.ckpt")
+    with pytest.raises(CheckpointError, match=r"v3.ckpt' has format version 3, but this sciml reads versions up to 2"):
+        load_model(tmp_path / "v3.ckpt")
     encoder = module_spec(MolecularEncoder([1, 6, 8], 4.0, 2, channels=8, lmax=1, layers=1, heads=2))
     del encoder["init_args"]["norm"], encoder["init_args"]["edge_degree_scaling"]
-    assert build_module(encoder, "old_koopman.ckpt").backbone.final_norm.kind == "separable"
+    assert build_module(encoder, "old_koopman.ckpt", version=1).backbone.final_norm.kind == "separable"
+    minimal = build_module({"class_path": spec["class_path"], "init_args": {"species": [1], "cutoff": 4.0}}, "v1", 1)
+    assert (len(minimal.blocks), minimal.radial_basis.centres.numel(), minimal.edge_trunk) == (4, 32, None)
+    today = build_module({"class_path": spec["class_path"], "init_args": {"species": [1], "cutoff": 4.0}}, "v2")
+    assert (len(today.blocks), today.radial_basis.centres.numel(), today.edge_trunk is not None) == (3, 16, True)
     with pytest.raises(ValueError, match="norm must be one of"):
         E2Former([1], 4.0, channels=8, lmax=1, layers=1, heads=2, norm="batch")

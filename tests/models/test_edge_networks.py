@@ -87,15 +87,15 @@ def test_unknown_edge_network_is_refused():
 
 
 def test_edge_multiply_adds_counts_the_recommended_architecture():
-    """C 64, lmax 2, order 1, 3 layers, R 16 (configs/e2former/aspirin_md.yaml), counted by hand."""
+    """C 64, lmax 2, order 1, 3 layers, R 16 (E2Former's defaults), counted by hand."""
     settings = dict(channels=64, lmax=2, layers=3, heads=4, order=1, radial_basis=16)
-    model = E2Former([1, 6, 8], **settings)
+    model = E2Former([1, 6, 8], **settings, edge_network="per_layer", edge_hidden=None)
     before = edge_multiply_adds(model, per_pair_first_layers=False)
     # embedding: 3 MLPs 48-64-64; per layer: logit 48-64-4, radial 48-64-64
     assert before["edge_networks"] == 3 * (48 * 64 + 64 * 64) + 3 * (48 * 64 + 64 * 4 + 48 * 64 + 64 * 64)
     assert before["aggregation"] == 3 * (9 + 12) * 64  # X^(0) and X^(1) blocks that the O(3) paths need
     after = edge_multiply_adds(model)
     assert after["edge_networks"] == before["edge_networks"] - 9 * 32 * 64  # first layers read R, not 3R
-    shared = edge_multiply_adds(E2Former([1, 6, 8], **settings, edge_network="shared", edge_hidden=32))
+    shared = edge_multiply_adds(E2Former([1, 6, 8]))  # the defaults: the same with a shared trunk of width 32
     assert shared["edge_networks"] == 16 * 32 + 3 * 32 * 64 + 3 * (32 * 4 + 32 * 64)
     assert shared["total"] < 0.35 * before["total"]

@@ -32,7 +32,7 @@ def edge_multiply_adds(model: nn.Module, per_pair_first_layers: bool = True) -> 
     ``edge_networks`` (trunk, radial filters, logits, embedding radials), ``attention`` (q . k and the
     alpha products), ``aggregation`` (the factorised or dense sums), ``embedding_sums`` (the edge-degree
     embedding's sums) and ``total``."""
-    basis = model.radial_basis.centres.numel()
+    basis = model.radial_basis.size
     parts = dict.fromkeys(("edge_networks", "attention", "aggregation", "embedding_sums"), 0)
     if model.edge_trunk is not None:
         parts["edge_networks"] += _network(model.edge_trunk, basis, per_pair_first_layers)

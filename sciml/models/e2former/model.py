@@ -19,8 +19,10 @@ from sciml.models.e2former.edges import EDGE_NETWORKS, EdgeInputs, EdgeTrunk
 from sciml.models.e2former.embedding import EdgeDegreeEmbedding
 from sciml.nn.checkpoint import check_identity_buffers, records_config
 from sciml.nn.mlp import MLP
-from sciml.nn.radial import GaussianBasis, polynomial_envelope
+from sciml.nn.radial import RADIAL_BASES, polynomial_envelope
 from sciml.nn.so3_layers import EquivariantRMSNorm
+
+DEFAULT_AVG_NEIGHBOURS = 16.0  # avg_neighbours of a model built without data (never change: checkpoints rely on it)
 
 
 class E2Former(nn.Module):
@@ -31,40 +33,54 @@ class E2Former(nn.Module):
     inversion and reflections, and a molecule and its mirror image get the same energy. ``parity=False``
     keeps every SO(3) path (pseudo-tensor paths such as 1 ⊗ 1 -> 1 included): rotations only.
 
-    Args:
+    The defaults are the model of the accuracy benchmark against MACE (``scripts/bench_accuracy.py``): C 64,
+    lmax 2, 3 layers, 4 heads, order-1 attention, 16 Gaussians, one shared edge trunk of width 32.
+
+    Args (the model):
         species: atomic numbers the model knows (linked from ``data.species``).
         cutoff: neighbour radius in Å (linked from ``data.cutoff``).
         channels: C. lmax: highest feature degree. layers: transformer blocks. heads: attention heads.
         order: attention order L (0, 1 or 2; default 1) or ``"all"`` (orders 0, 1, 2 at widths C, C/2, C/4,
-            gated; see :class:`~sciml.models.e2former.attention.Wigner6jAttention`). radial_basis: Gaussians
-            on [0, cutoff].
-        hidden: feed-forward width (default 2 C). avg_neighbours: normaliser of the edge-degree embedding.
+            gated; see :class:`~sciml.models.e2former.attention.Wigner6jAttention`; it lost the ablation at
+            equal epochs and costs more). radial_basis: size of the radial basis.
+        radial: ``"gaussian"`` (default: Gaussians on fixed centres in [0, cutoff]) or ``"bessel"``
+            (sin(k pi r / cutoff) / r, MACE's), see :mod:`sciml.nn.radial`.
+        hidden: feed-forward width (default 2 C).
+        edge_network: ``"shared"`` (default: one trunk per forward, a linear map per consumer) or
+            ``"per_layer"`` (every radial filter and logit has its own MLP); see
+            :mod:`sciml.models.e2former.edges`. edge_hidden: hidden width of the edge networks (default 32;
+            ``None``: C).
+        norm: which RMS divides the l > 0 features in every norm (see
+            :class:`~sciml.nn.so3_layers.EquivariantRMSNorm`): ``"joint"`` (default) or ``"centred"``, exact at
+            sites of high symmetry, or ``"separable"`` (EquiformerV2's), which turns rounding noise into forces
+            there (perfect crystals: 0.04 eV/Å in float64, every digit of float32). Checkpoints of format
+            version 1 that do not record ``norm`` are rebuilt with the separable one
+            (:mod:`sciml.nn.checkpoint`).
+        edge_degree_scaling: ``"balanced"`` (default: the edge-degree embedding's l > 0 sums divided by
+            sqrt(avg_neighbours), the atom embedding initialised at std 0.5 / sqrt(avg_neighbours), so that
+            every degree starts at one scale) or ``"mean"`` (every sum divided by avg_neighbours, unit atom
+            embedding: before).
+        parity: O(3) (default) or SO(3) equivariance, see above.
+        avg_neighbours: mean neighbours per atom, the normaliser of the edge-degree embedding; ``sciml fit``
+            links it from the training split (``data.avg_neighbours``) unless the config sets it. ``None``
+            (a model built in Python without data): ``DEFAULT_AVG_NEIGHBOURS``.
         energy_reference: per-species energies in eV aligned with ``species`` (linked from the data).
         energy_scale: eV per unit of network output (linked from ``data.force_rms``).
-        dense: compute every message with a per-edge tensor product (ablation; same parameters).
         direct_force_head: also output ``direct_forces (N, 3)`` (eV/Å), an equivariant linear readout of the
             l = 1 features (fast, not conservative; off by default).
-        backend: kernel backend, ``"auto" | "reference" | "cpu" | "cuda"``.
-        parity: O(3) (default) or SO(3) equivariance, see above.
-        feed_forward / s2_resolution: ``"gate"`` (default) or the paper's ``"s2"`` grid feed-forward, see
-            :class:`~sciml.models.e2former.blocks.TransformerBlock`.
+
+    Keyword-only (how it is computed, or variants kept for comparison; the defaults are the model):
+        dense: compute every message with a per-edge tensor product (the ablation's baseline: same parameters
+            and result, O(|E|) tensor products).
+        backend: kernel backend, ``"auto" | "reference" | "cpu" | "cuda"`` (same result).
         frame_size: smallest edge (Å) of the spatial cells whose centres are the local origins of the
             factorised convolution (see :mod:`sciml.models.e2former.context`). It bounds the positions inside
             solid harmonics, so the float32 error stops growing with the box. Default 2 x cutoff (measured at
             4000 atoms: 1.01x the time and 1.03x the memory of one frame, error flat from 108 atoms on); a
             structure under 4 cutoffs across keeps one frame. ``inf``: one frame per structure. Changes
             rounding only, never the result.
-        edge_network: ``"per_layer"`` (default: every radial filter and logit has its own MLP) or ``"shared"``
-            (one trunk per forward, a linear map per consumer); see :mod:`sciml.models.e2former.edges`.
-        edge_hidden: hidden width of the edge networks (default C).
-        norm: ``"joint"`` (default) or ``"separable"`` (EquiformerV2's, the only one before: checkpoints that
-            do not record ``norm`` are rebuilt with it); see :class:`~sciml.nn.so3_layers.EquivariantRMSNorm`.
-            The separable norm loses every digit of float32 forces at sites of high symmetry (perfect crystals;
-            0.04 eV/Å of noise in float64) but measured better energies on aspirin (README).
-        edge_degree_scaling: ``"balanced"`` (default: the edge-degree embedding's l > 0 sums divided by
-            sqrt(avg_neighbours), the atom embedding initialised at std 0.5 / sqrt(avg_neighbours), so that
-            every degree starts at one scale; the joint norm keeps the ratio it finds) or ``"mean"`` (every
-            sum divided by avg_neighbours, unit atom embedding: before; checkpoints without it get it).
+        feed_forward / s2_resolution: ``"gate"`` (default) or the paper's ``"s2"`` grid feed-forward (lost the
+            ablation at equal epochs), see :class:`~sciml.models.e2former.blocks.TransformerBlock`.
 
     Input: a graph batch with ``pos (N,3)``, ``numbers (N,)``, ``batch (N,)``, ``cell (B,3,3)``,
     ``edge_index (2,E)``, ``shifts (E,3)``. Output: ``{"energy": (B,), "energies": (N,), "features": (N,M,C)}``.
@@ -77,25 +93,27 @@ class E2Former(nn.Module):
         cutoff: float = 5.0,
         channels: int = 64,
         lmax: int = 2,
-        layers: int = 4,
+        layers: int = 3,
         heads: int = 4,
         order: int | str = 1,
-        radial_basis: int = 32,
+        radial_basis: int = 16,
+        radial: str = "gaussian",
         hidden: int | None = None,
-        avg_neighbours: float = 16.0,
+        edge_network: str = "shared",
+        edge_hidden: int | None = 32,
+        norm: str = "joint",
+        edge_degree_scaling: str = "balanced",
+        parity: bool = True,
+        avg_neighbours: float | None = None,
         energy_reference: list[float] | None = None,
         energy_scale: float = 1.0,
-        dense: bool = False,
         direct_force_head: bool = False,
+        *,
+        dense: bool = False,
         backend: str = "auto",
-        parity: bool = True,
         frame_size: float | None = None,
         feed_forward: str = "gate",
         s2_resolution: int = 18,
-        edge_network: str = "per_layer",
-        edge_hidden: int | None = None,
-        norm: str = "joint",
-        edge_degree_scaling: str = "balanced",
     ) -> None:
         super().__init__()
         if edge_network not in EDGE_NETWORKS:
@@ -116,8 +134,14 @@ class E2Former(nn.Module):
         self.register_buffer("species_numbers", torch.tensor(self.species, dtype=torch.int64))
         self.register_buffer("cutoff_radius", torch.tensor(self.cutoff, dtype=torch.float64))
         self.register_buffer("energy_scale_value", torch.tensor(self.energy_scale, dtype=torch.float64))
+        avg_neighbours = DEFAULT_AVG_NEIGHBOURS if avg_neighbours is None else float(avg_neighbours)
+        if not avg_neighbours > 0:
+            raise ValueError(f"avg_neighbours must be positive, got {avg_neighbours}")
+        self.avg_neighbours = avg_neighbours
         self.frame_size = float(frame_size) if frame_size is not None else 2.0 * self.cutoff
-        self.radial_basis = GaussianBasis(cutoff, radial_basis)
+        if radial not in RADIAL_BASES:
+            raise ValueError(f"radial must be one of {sorted(RADIAL_BASES)}, got {radial!r}")
+        self.radial_basis = RADIAL_BASES[radial](cutoff, radial_basis)
         self.receiver_embedding = nn.Embedding(len(self.species), radial_basis)
         self.sender_embedding = nn.Embedding(len(self.species), radial_basis)
         self.atom_embedding = nn.Embedding(len(self.species), channels)
@@ -157,15 +181,16 @@ class E2Former(nn.Module):
         self._compiled_layers, self._image_capacity, self._prepared_for = None, None, None  # see compile()
 
     IDENTITY_BUFFERS = ("species_numbers", "cutoff_radius", "energy_scale_value")
-    # init arguments added after checkpoints existed: a spec without them means the behaviour before them
-    legacy_defaults: ClassVar[dict[str, object]] = {"norm": "separable", "edge_degree_scaling": "mean"}
     # init argument -> attribute of the data module that supplies it (``sciml fit`` links them)
     linked_from_data: ClassVar[dict[str, str]] = {
         "cutoff": "cutoff",
         "species": "species",
         "energy_reference": "energy_reference",
         "energy_scale": "force_rms",
+        "avg_neighbours": "avg_neighbours",
     }
+    # linked unless the config gives a value (``None`` means: take it from the data)
+    linked_unless_set: ClassVar[tuple[str, ...]] = ("avg_neighbours",)
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, *args) -> None:
         check_identity_buffers(self, state_dict, prefix, self.IDENTITY_BUFFERS)
