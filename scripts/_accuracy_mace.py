@@ -1,0 +1,116 @@
+"""MACE, the peer of ``bench_accuracy.py``: its environment, training in float32 or float64 on the aspirin
+files, and its learning curve (validation force MAE against wall-clock minutes) from its own logs.
+
+MACE 0.3.16 (64x0e + 64x1o, L = 1, 2 interactions, correlation 3, r_max 5 Å; EMA 0.99, AMSGrad, lr 0.01,
+SWA stage from 80 % of the epochs with energy weight 1000, forces 100) runs in its own virtual environment
+under ``~/.cache/sciml/envs/mace-0.3.16`` (it pins e3nn 0.4.4), created on first use.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+
+import ase.io
+
+MACE_ENV = Path.home() / ".cache" / "sciml" / "envs" / "mace-0.3.16"
+DTYPES = ("float32", "float64")
+
+
+def mace_python() -> Path:
+    """The Python of MACE's environment (created with ``torch==2.13.0`` and ``mace-torch==0.3.16``)."""
+    python = MACE_ENV / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(MACE_ENV)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", "torch==2.13.0", "mace-torch==0.3.16"], check=True)
+    return python
+
+
+def mace_files(data: Path, names: list[str], out: Path) -> dict[str, Path]:
+    """The data files with labels under REF_energy / REF_forces, as MACE reads them."""
+    out.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for name in names:
+        frames = ase.io.read(data / name, index=":")
+        for atoms in frames:
+            atoms.info["REF_energy"] = atoms.get_potential_energy()
+            atoms.arrays["REF_forces"] = atoms.get_forces()
+            atoms.calc = None
+        files[name] = out / name
+        ase.io.write(files[name], frames, format="extxyz")
+    return files
+
+
+def _stamps(log: Path) -> list[tuple[datetime, str]]:
+    return [
+        (datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S.%f"), line)
+        for line in log.read_text().splitlines()
+        if "INFO: Started training" in line or "INFO: Epoch " in line
+    ]
+
+
+def mace_training_seconds(log: Path) -> float:
+    """From MACE's log: 'Started training' to the last 'Epoch n:' line (MACE then evaluates every stage on
+    the full training and validation sets, which is not training and is not counted)."""
+    stamps = _stamps(log)
+    return (stamps[-1][0] - stamps[0][0]).total_seconds()
+
+
+def mace_curve(log: Path, results: Path) -> list[dict]:
+    """``[{epoch, minutes, force_mae_mev_per_a}]``: each validation of the run (MACE's JSON-lines results
+    file ``*_train.txt``, ``mode: eval``) at the wall-clock minutes its 'Epoch n:' log line was written."""
+    stamps = _stamps(log)
+    start, epochs = stamps[0][0], [(t, line) for t, line in stamps if "INFO: Epoch " in line]
+    evaluations = []
+    for path in sorted(results.glob("*_train.txt")):
+        for line in path.read_text().splitlines():
+            record = json.loads(line) if line.startswith("{") else {}
+            if record.get("mode") == "eval" and "mae_f" in record:
+                evaluations.append(record)
+    return [
+        {
+            "epoch": int(record["epoch"]),
+            "minutes": (t - start).total_seconds() / 60,
+            "force_mae_mev_per_a": 1e3 * record["mae_f"],
+        }
+        for record, (t, _) in zip(evaluations, epochs, strict=False)
+    ]
+
+
+def train_mace(
+    files: dict[str, Path], out: Path, budget_s: float, epochs: int | None, dtype: str, timed: Callable
+) -> tuple[Path, int, float, list[dict]]:
+    """Train MACE in ``dtype`` for ``epochs`` (or as many as a probe epoch says fit in ``budget_s``); returns
+    the final (SWA-stage) model file, the epochs, the training seconds and the learning curve."""
+    if dtype not in DTYPES:
+        raise ValueError(f"MACE dtype must be one of {DTYPES}, got {dtype!r}")
+    out.mkdir(parents=True, exist_ok=True)
+    python = mace_python()
+    command = [str(python.parent / "mace_run_train"), "--name", "aspirin", "--seed", "0", "--device", "cpu"]
+    command += ["--train_file", str(files["train_500K.extxyz"]), "--valid_file", str(files["valid_500K.extxyz"])]
+    command += ["--energy_key", "REF_energy", "--forces_key", "REF_forces", "--E0s", "average"]
+    command += ["--model", "MACE", "--hidden_irreps", "64x0e + 64x1o", "--num_interactions", "2"]
+    command += ["--correlation", "3", "--r_max", "5.0", "--batch_size", "8", "--valid_batch_size", "32"]
+    command += ["--lr", "0.01", "--amsgrad", "--ema", "--ema_decay", "0.99", "--default_dtype", dtype]
+    command += ["--energy_weight", "1.0", "--forces_weight", "100.0", "--eval_interval", "1"]
+    command += ["--error_table", "PerAtomMAE"]
+
+    def run(n_epochs: int, folder: Path, log: Path) -> float:
+        folder.mkdir(parents=True, exist_ok=True)
+        dirs = [f"--{kind}_dir={folder / kind}" for kind in ("model", "log", "checkpoints", "results")]
+        swa = ["--swa", "--start_swa", str(max(1, int(0.8 * n_epochs)))] if n_epochs > 1 else []
+        return timed([*command, *dirs, "--max_num_epochs", str(n_epochs), *swa], log, cwd=folder)
+
+    if epochs is None:
+        run(1, out / "probe", out / "probe.log")
+        epochs = max(2, int(budget_s / mace_training_seconds(out / "probe.log")))
+    run(epochs, out / "run", out / "train.log")
+    seconds = mace_training_seconds(out / "train.log")
+    models = sorted((out / "run" / "model").glob("*.model"))
+    models = [m for m in models if "compiled" not in m.name]
+    chosen = next((m for m in models if "swa" in m.name or "stagetwo" in m.name), models[0])
+    return chosen, epochs, seconds, mace_curve(out / "train.log", out / "run" / "results")
