@@ -100,11 +100,12 @@ STAGE_TWO = {"energy_weight": 1000.0, "force_weight": 100.0}  # from 80 % of the
 @dataclass(frozen=True)
 class Variant:
     """An E2Former variant of the ablation: command-line overrides of the config, and its stage two (loss
-    weights and constant learning rate from 80 % of the epochs; ``None``: one stage)."""
+    weights, optionally a constant learning rate, from ``stage_two_from`` of the epochs; ``None``: one stage)."""
 
     description: str
     overrides: tuple[str, ...] = ()
     stage_two: dict | None = field(default_factory=lambda: dict(STAGE_TWO))
+    stage_two_from: float = 0.8  # fraction of the epochs before stage two
 
 
 # named, so that a printed command means the same variants whatever is added here
@@ -132,6 +133,10 @@ ABLATION = {
         "stage two at a constant learning rate of 5e-4 (the recipe before)", stage_two={**STAGE_TWO, "lr": 0.0005}
     ),
     "one_stage": Variant("no stage two", stage_two=None),
+    "stage_two_from_half": Variant("stage two over the second half of the epochs", stage_two_from=0.5),
+    "energy_weight_10": Variant(
+        "energy weight 10 before stage two (forces 100)", ("--model.init_args.energy_weight=10",)
+    ),
     "lr_5e-3": Variant("peak learning rate 5e-3", ("--model.init_args.optimizer.init_args.lr=0.005",)),
     "lr_1e-2": Variant("peak learning rate 1e-2", ("--model.init_args.optimizer.init_args.lr=0.01",)),
     "centred": Variant(
@@ -147,10 +152,29 @@ ABLATION = {
 }
 
 
+def variant_named(name: str) -> Variant:
+    """A variant of ``ABLATION``, or several joined by ``+`` (``centred+lr_5e-3``): their overrides in turn, and
+    the stage two of the last one that changes it."""
+    parts = name.split("+")
+    unknown = [part for part in parts if part not in ABLATION]
+    if unknown:
+        raise SystemExit(f"unknown variants {unknown}; known: {sorted(ABLATION)} (join several with +)")
+    chosen, plain = [ABLATION[part] for part in parts], Variant("")
+    staged = [v for v in chosen if (v.stage_two, v.stage_two_from) != (plain.stage_two, plain.stage_two_from)]
+    last = staged[-1] if staged else plain
+    return Variant(
+        "; ".join(v.description for v in chosen),
+        tuple(o for v in chosen for o in v.overrides),
+        last.stage_two,
+        last.stage_two_from,
+    )
+
+
 def train_e2former(
-    out: Path, budget_s: float, epochs: int | None, variant: Variant = ABLATION["config"]
+    out: Path, budget_s: float, epochs: int | None, variant: Variant = ABLATION["config"], seed: int = 0
 ) -> tuple[Path, int, float]:
     sciml = [sys.executable, "-m", "sciml", "fit", "--config", CONFIG, "--trainer.enable_progress_bar=false"]
+    sciml += [f"--seed_everything={seed}"]
     sciml += ["--trainer.logger=lightning.pytorch.loggers.CSVLogger", "--trainer.callbacks+=" + CLOCK]
     sciml += list(variant.overrides)
     out.mkdir(parents=True, exist_ok=True)
@@ -163,7 +187,7 @@ def train_e2former(
         epochs = max(2, int(budget_s / probe))
     stage_two = "null"
     if variant.stage_two is not None:
-        stage_two = json.dumps({"start_epoch": int(0.8 * epochs), **variant.stage_two})
+        stage_two = json.dumps({"start_epoch": int(variant.stage_two_from * epochs), **variant.stage_two})
     limit = time.strftime("00:%H:%M:%S", time.gmtime(budget_s))
     seconds = timed(
         [
@@ -188,16 +212,16 @@ def evaluate(kind: str, model: Path, python: str, md_ps: float, log: Path) -> di
     return json.loads(line[5:])
 
 
-def ablation(out: Path, budget_s: float, epochs: int | None = None, variants: list[str] | None = None) -> None:
+def ablation(
+    out: Path, budget_s: float, epochs: int | None = None, variants: list[str] | None = None, seed: int = 0
+) -> None:
     """Variants of ``ABLATION`` (all, or those named in ``variants``) with the same budget (epochs from each
-    one's probe epoch, or the same ``epochs`` for all), test errors over both halves."""
-    unknown = sorted(set(variants or ()) - set(ABLATION))
-    if unknown:
-        raise SystemExit(f"unknown variants {unknown}; known: {sorted(ABLATION)}")
+    one's probe epoch, or the same ``epochs`` for all) and training seed, test errors over both halves."""
+    chosen = {name: variant_named(name) for name in variants or ABLATION}
     rows = []
-    for name in variants or ABLATION:
-        folder = out / name
-        checkpoint, n_epochs, seconds = train_e2former(folder, budget_s, epochs, ABLATION[name])
+    for name, variant in chosen.items():
+        folder = out / (name if seed == 0 else f"{name}_seed{seed}")
+        checkpoint, n_epochs, seconds = train_e2former(folder, budget_s, epochs, variant, seed)
         result = evaluate("sciml", checkpoint, sys.executable, 0.0, folder / "eval.log")
         (folder / "result.json").write_text(json.dumps({**result, "epochs": n_epochs, "seconds": seconds}, indent=1))
         rows.append((name, n_epochs, seconds, result))
@@ -206,7 +230,7 @@ def ablation(out: Path, budget_s: float, epochs: int | None = None, variants: li
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for name, n_epochs, seconds, result in rows:
         print(
-            f"| `{name}`: {ABLATION[name].description} | {n_epochs} | {seconds / 60:.1f} | {result['parameters']} "
+            f"| `{name}`: {chosen[name].description} | {n_epochs} | {seconds / 60:.1f} | {result['parameters']} "
             f"| {overall(result, 'energy_mae_mev_per_atom'):.3f} | {overall(result, 'force_mae_mev_per_a'):.2f} "
             f"| {overall(result, 'force_rmse_mev_per_a'):.2f} |"
         )
@@ -274,12 +298,13 @@ def main() -> None:
     parser.add_argument("--ablation", type=float, help="instead: train each E2Former variant for this many minutes")
     parser.add_argument("--variants", nargs="+", help=f"with --ablation: only these variants, of {sorted(ABLATION)}")
     parser.add_argument("--resume", action="store_true", help="reuse a model's finished stage (its stage.json)")
+    parser.add_argument("--seed", type=int, default=0, help="with --ablation: the training seed (seed_everything)")
     args = parser.parse_args()
     out = Path(args.out).resolve()  # MACE runs in its own folder: relative paths would break
     out.mkdir(parents=True, exist_ok=True)
     generate_data()
     if args.ablation:
-        ablation(out / "ablation", args.ablation * 60, args.epochs_e2former, args.variants)
+        ablation(out / "ablation", args.ablation * 60, args.epochs_e2former, args.variants, args.seed)
         return
     budget = args.budget * 60
 

@@ -31,6 +31,14 @@ def potential_module(data: AtomsDataModule, **kwargs) -> PotentialModule:
     return PotentialModule(model, **kwargs)
 
 
+def float64_frames(tmp_path, molecule_frames) -> AtomsDataModule:
+    """20 rattled ethanol frames (12 / 4 / 4 by split), float64, batches of 2."""
+    ase.io.write(tmp_path / "frames.extxyz", molecule_frames * 4)
+    return AtomsDataModule(
+        paths=str(tmp_path / "frames.extxyz"), cutoff=3.0, split=(0.6, 0.2, 0.2), batch_size=2, dtype="float64"
+    )
+
+
 def first_batch(paths, **kwargs):
     data = AtomsDataModule(paths=paths, cutoff=3.0, split=(0.5, 0.25, 0.25), batch_size=2, **kwargs)
     return data, next(iter(data.train_dataloader()))
@@ -125,10 +133,7 @@ def test_ema_energies_are_relevelled_on_training_frames_before_validation(tmp_pa
     from sciml.nn.forces import ForceStressOutput
     from sciml.training.energy_shift import fit_energy_shift
 
-    ase.io.write(tmp_path / "frames.extxyz", molecule_frames * 4)
-    data = AtomsDataModule(
-        paths=str(tmp_path / "frames.extxyz"), cutoff=3.0, split=(0.6, 0.2, 0.2), batch_size=2, dtype="float64"
-    )
+    data = float64_frames(tmp_path, molecule_frames)
     module = potential_module(data, ema_decay=0.9, optimizer=torch.optim.SGD).double()
     trainer = L.Trainer(
         max_epochs=1, limit_train_batches=3, logger=False, enable_checkpointing=False, default_root_dir=tmp_path,
@@ -212,10 +217,7 @@ def test_interrupted_and_resumed_run_equals_an_uninterrupted_one(tmp_path, molec
 
     from sciml.training.schedules import WarmupCosine
 
-    ase.io.write(tmp_path / "frames.extxyz", molecule_frames * 4)
-    data = AtomsDataModule(
-        paths=str(tmp_path / "frames.extxyz"), cutoff=3.0, split=(0.6, 0.2, 0.2), batch_size=2, dtype="float64"
-    )
+    data = float64_frames(tmp_path, molecule_frames)
 
     def module():
         return potential_module(
@@ -252,10 +254,7 @@ def test_run_checkpoints_keep_the_final_weights_and_resume_where_the_run_stopped
     from sciml.calculators.checkpoint import load_model
     from sciml.training.callbacks import RunCheckpoints
 
-    ase.io.write(tmp_path / "frames.extxyz", molecule_frames * 4)
-    data = AtomsDataModule(
-        paths=str(tmp_path / "frames.extxyz"), cutoff=3.0, split=(0.6, 0.2, 0.2), batch_size=2, dtype="float64"
-    )
+    data = float64_frames(tmp_path, molecule_frames)
 
     def module():
         return potential_module(
