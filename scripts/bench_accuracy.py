@@ -145,6 +145,14 @@ ABLATION = {
     "bessel_8": Variant(
         "8 Bessel functions (MACE's radial basis)", (MODEL + "radial=bessel", MODEL + "radial_basis=8")
     ),
+    "float64": Variant(
+        "float64 training (weights, positions, labels)",
+        ("--trainer.precision=64-true", "--data.init_args.dtype=float64"),
+    ),
+    "lr_2e-3": Variant("peak learning rate 2e-3", ("--model.init_args.optimizer.init_args.lr=0.002",)),
+    "gaussian_16": Variant(
+        "16 Gaussians (the radial basis before)", (MODEL + "radial=gaussian", MODEL + "radial_basis=16")
+    ),
     "float32": Variant(
         "float32 training (weights, positions, labels)",
         ("--trainer.precision=32-true", "--data.init_args.dtype=float32"),

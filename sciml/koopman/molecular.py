@@ -24,9 +24,9 @@ class MolecularEncoder(nn.Module):
     Args:
         species: atomic numbers. cutoff: neighbour radius in Å. output_dim: learned functions (k - 1).
         channels, lmax, layers, heads, radial_basis, avg_neighbours, backend, parity, norm, edge_degree_scaling,
-            edge_network, edge_hidden: E2Former backbone settings (``parity=False``: rotation-invariant only, so
+            edge_network, edge_hidden, radial: E2Former backbone settings (``parity=False``: rotation-invariant only, so
             pseudo-scalars such as the handedness of a chiral centre are directly available; per-layer edge
-            networks of width C, the backbone's settings before the shared trunk).
+            networks of width C and Gaussians: the backbone's settings before the shared trunk and Bessel basis).
         hidden: widths of the MLP head. pooling: ``"mean"`` or ``"sum"`` over the atoms of a structure.
         normalize: standardise the pooled features over the frames (``BatchNorm1d`` without affine
             parameters; running statistics in evaluation) before the head. Pooled features of one molecule
@@ -62,6 +62,7 @@ class MolecularEncoder(nn.Module):
         edge_degree_scaling: str = "balanced",
         edge_network: str = "per_layer",
         edge_hidden: int | None = None,
+        radial: str = "gaussian",
     ) -> None:
         super().__init__()
         if pooling not in ("mean", "sum"):
@@ -82,6 +83,7 @@ class MolecularEncoder(nn.Module):
             edge_degree_scaling=edge_degree_scaling,
             edge_network=edge_network,
             edge_hidden=edge_hidden,
+            radial=radial,
         )
         self.backbone.energy_head.requires_grad_(False)  # the energy readout is not used here
         self.normalise = nn.BatchNorm1d(channels, affine=False) if normalize else nn.Identity()

@@ -98,6 +98,7 @@ VERSION_KEY = "sciml_format_version"
 E2FORMER_VERSION_1 = {
     "layers": 4,
     "radial_basis": 32,
+    "radial": "gaussian",
     "edge_network": "per_layer",
     "edge_hidden": None,
     "norm": "separable",

@@ -68,14 +68,16 @@ class EquivariantRMSNorm(nn.Module):
     - ``"joint"``: over every degree, the scalars' raw mean square included, so the gain on the l > 0 part is
       bounded by the scalars' size and rounding noise stays at rounding level (1e-16 and 3e-7 eV/Å there).
       The scalars' mean over the channels, which their layer norm removes, still sets the l > 0 gain.
-    - ``"centred"``: over every degree, with the scalars' variance over the channels (what their layer norm
-      divides by) in place of their mean square: as exact at symmetric sites as ``"joint"``, and the l > 0
-      gain no longer depends on the scalars' channel mean.
+    - ``"centred"`` (default): over every degree, with the scalars' variance over the channels (what their
+      layer norm divides by) in place of their mean square: as exact at symmetric sites as ``"joint"``, and the
+      l > 0 gain no longer depends on the scalars' channel mean, which the scalars' own norm discards. At
+      equal epochs on aspirin it matched or beat the joint norm in both paired runs
+      (``benchmarks/results/accuracy_ablation_8_epochs.md``).
 
     Shape: (N, (lmax + 1)^2, C) -> the same.
     """
 
-    def __init__(self, lmax: int, channels: int, eps: float = 1e-5, kind: str = "joint") -> None:
+    def __init__(self, lmax: int, channels: int, eps: float = 1e-5, kind: str = "centred") -> None:
         super().__init__()
         if kind not in NORMS:
             raise ValueError(f"norm must be one of {NORMS}, got {kind!r}")

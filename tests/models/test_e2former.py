@@ -12,6 +12,7 @@ from sciml.equivariant.so3 import random_rotation, wigner_d
 from sciml.models import E2Former
 from sciml.models.baselines import use_edge_convolutions
 from sciml.nn.forces import ForceStressOutput
+from sciml.nn.radial import BesselBasis, GaussianBasis
 from sciml.nn.so3_layers import S2FeedForward
 from sciml.testing import (
     EnergyModelTests,
@@ -71,9 +72,11 @@ class TestE2FormerS2FeedForward(EnergyModelTests):
         return make_e2former(dtype, feed_forward="s2", s2_resolution=36)
 
 
-class TestE2FormerCentredNorm(EnergyModelTests):
+class TestE2FormerJointNorm(EnergyModelTests):
+    """The joint norm (the default before the centred one): checkpoints of format version 1 may use it."""
+
     def make_model(self, dtype):
-        return make_e2former(dtype, norm="centred")
+        return make_e2former(dtype, norm="joint")
 
 
 class TestE2FormerSeparableNorm(EnergyModelTests):
@@ -239,8 +242,10 @@ def test_checkpoints_of_every_format_version_rebuild_the_model_they_were_trained
     del encoder["init_args"]["norm"], encoder["init_args"]["edge_degree_scaling"]
     assert build_module(encoder, "old_koopman.ckpt", version=1).backbone.final_norm.kind == "separable"
     minimal = build_module({"class_path": spec["class_path"], "init_args": {"species": [1], "cutoff": 4.0}}, "v1", 1)
-    assert (len(minimal.blocks), minimal.radial_basis.centres.numel(), minimal.edge_trunk) == (4, 32, None)
+    assert (len(minimal.blocks), minimal.radial_basis.size, minimal.edge_trunk) == (4, 32, None)
+    assert isinstance(minimal.radial_basis, GaussianBasis)
     today = build_module({"class_path": spec["class_path"], "init_args": {"species": [1], "cutoff": 4.0}}, "v2")
-    assert (len(today.blocks), today.radial_basis.centres.numel(), today.edge_trunk is not None) == (3, 16, True)
+    assert (len(today.blocks), today.radial_basis.size, today.edge_trunk is not None) == (3, 8, True)
+    assert isinstance(today.radial_basis, BesselBasis)
     with pytest.raises(ValueError, match="norm must be one of"):
         E2Former([1], 4.0, channels=8, lmax=1, layers=1, heads=2, norm="batch")

@@ -52,17 +52,18 @@ def test_edge_mlp_takes_edge_inputs_or_features_and_keeps_mlp_keys():
 
 def test_per_layer_model_keeps_the_checkpoint_layout():
     """Checkpoints written before the per-pair evaluation load: the edge MLPs read (3R) features."""
-    state = make_e2former().state_dict()
+    state = make_e2former(edge_network="per_layer", edge_hidden=None).state_dict()
     assert state["blocks.0.attention.edge_logit.0.weight"].shape == (8, 24)
     assert state["edge_degree.radial.2.0.weight"].shape == (8, 24)
     assert not any(key.startswith("edge_trunk") for key in state)
 
 
-class TestE2FormerSharedEdgeNetwork(EnergyModelTests):
-    """One edge trunk for every layer: the shared energy-model tests (float32 and float64)."""
+class TestE2FormerPerLayerEdgeNetworks(EnergyModelTests):
+    """Every radial filter and logit with its own MLP of width C (the layout before the shared trunk, now the
+    default; TestE2Former covers that): the shared energy-model tests (float32 and float64)."""
 
     def make_model(self, dtype):
-        return make_e2former(dtype, edge_network="shared", edge_hidden=6)
+        return make_e2former(dtype, edge_network="per_layer", edge_hidden=None)
 
 
 @pytest.mark.parametrize("edge_network", ["shared", "per_layer"])
@@ -87,8 +88,8 @@ def test_unknown_edge_network_is_refused():
 
 
 def test_edge_multiply_adds_counts_the_recommended_architecture():
-    """C 64, lmax 2, order 1, 3 layers, R 16 (E2Former's defaults), counted by hand."""
-    settings = dict(channels=64, lmax=2, layers=3, heads=4, order=1, radial_basis=16)
+    """C 64, lmax 2, order 1, 3 layers, R 16 (E2Former's defaults but 16 radial functions), counted by hand."""
+    settings = dict(channels=64, lmax=2, layers=3, heads=4, order=1, radial_basis=16, radial="gaussian")
     model = E2Former([1, 6, 8], **settings, edge_network="per_layer", edge_hidden=None)
     before = edge_multiply_adds(model, per_pair_first_layers=False)
     # embedding: 3 MLPs 48-64-64; per layer: logit 48-64-4, radial 48-64-64
@@ -96,6 +97,6 @@ def test_edge_multiply_adds_counts_the_recommended_architecture():
     assert before["aggregation"] == 3 * (9 + 12) * 64  # X^(0) and X^(1) blocks that the O(3) paths need
     after = edge_multiply_adds(model)
     assert after["edge_networks"] == before["edge_networks"] - 9 * 32 * 64  # first layers read R, not 3R
-    shared = edge_multiply_adds(E2Former([1, 6, 8]))  # the defaults: the same with a shared trunk of width 32
+    shared = edge_multiply_adds(E2Former([1, 6, 8], radial_basis=16))  # the defaults' shared trunk of width 32
     assert shared["edge_networks"] == 16 * 32 + 3 * 32 * 64 + 3 * (32 * 4 + 32 * 64)
     assert shared["total"] < 0.35 * before["total"]

@@ -17,9 +17,10 @@ def test_bessel_basis_is_the_orthonormal_radial_sine_basis():
     basis = BesselBasis(cutoff, 8).double()
     r = torch.linspace(0.0, cutoff, 20_001, dtype=torch.float64)
     values = basis(r)
-    expected = (2 / cutoff) ** 0.5 * torch.sin(torch.arange(1, 9, dtype=torch.float64) * math.pi * r[1:, None] / cutoff) / r[1:, None]
+    frequencies = torch.arange(1, 9, dtype=torch.float64) * math.pi / cutoff
+    expected = (2 / cutoff) ** 0.5 * torch.sin(frequencies * r[1:, None]) / r[1:, None]
     torch.testing.assert_close(values[1:], expected, rtol=0, atol=1e-12)
-    torch.testing.assert_close(values[0], (2 / cutoff) ** 0.5 * torch.arange(1, 9, dtype=torch.float64) * math.pi / cutoff)  # r -> 0
+    torch.testing.assert_close(values[0], (2 / cutoff) ** 0.5 * frequencies)  # the limit r -> 0
     gram = torch.trapezoid(values[:, :, None] * values[:, None, :] * r[:, None, None] ** 2, r, dim=0)
     torch.testing.assert_close(gram, torch.eye(8, dtype=torch.float64), rtol=0, atol=1e-6)
     assert values[-1].abs().max() < 1e-12  # every function vanishes at the cutoff

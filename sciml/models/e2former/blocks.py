@@ -33,7 +33,7 @@ class TransformerBlock(nn.Module):
         s2_resolution: int = 18,
         edge_hidden: int | None = None,
         shared_edges: bool = False,
-        norm: str = "joint",
+        norm: str = "centred",
     ) -> None:
         super().__init__()
         self.attention_norm = EquivariantRMSNorm(lmax, channels, kind=norm)

@@ -34,7 +34,8 @@ class E2Former(nn.Module):
     keeps every SO(3) path (pseudo-tensor paths such as 1 ⊗ 1 -> 1 included): rotations only.
 
     The defaults are the model of the accuracy benchmark against MACE (``scripts/bench_accuracy.py``): C 64,
-    lmax 2, 3 layers, 4 heads, order-1 attention, 16 Gaussians, one shared edge trunk of width 32.
+    lmax 2, 3 layers, 4 heads, order-1 attention, 8 Bessel functions, one shared edge trunk of width 32, the
+    centred norm (``benchmarks/results/accuracy_ablation_8_epochs.md``).
 
     Args (the model):
         species: atomic numbers the model knows (linked from ``data.species``).
@@ -43,15 +44,15 @@ class E2Former(nn.Module):
         order: attention order L (0, 1 or 2; default 1) or ``"all"`` (orders 0, 1, 2 at widths C, C/2, C/4,
             gated; see :class:`~sciml.models.e2former.attention.Wigner6jAttention`; it lost the ablation at
             equal epochs and costs more). radial_basis: size of the radial basis.
-        radial: ``"gaussian"`` (default: Gaussians on fixed centres in [0, cutoff]) or ``"bessel"``
-            (sin(k pi r / cutoff) / r, MACE's), see :mod:`sciml.nn.radial`.
+        radial: ``"bessel"`` (default: sin(k pi r / cutoff) / r, MACE's) or ``"gaussian"`` (Gaussians on fixed
+            centres in [0, cutoff], the default of format version 1), see :mod:`sciml.nn.radial`.
         hidden: feed-forward width (default 2 C).
         edge_network: ``"shared"`` (default: one trunk per forward, a linear map per consumer) or
             ``"per_layer"`` (every radial filter and logit has its own MLP); see
             :mod:`sciml.models.e2former.edges`. edge_hidden: hidden width of the edge networks (default 32;
             ``None``: C).
         norm: which RMS divides the l > 0 features in every norm (see
-            :class:`~sciml.nn.so3_layers.EquivariantRMSNorm`): ``"joint"`` (default) or ``"centred"``, exact at
+            :class:`~sciml.nn.so3_layers.EquivariantRMSNorm`): ``"centred"`` (default) or ``"joint"``, exact at
             sites of high symmetry, or ``"separable"`` (EquiformerV2's), which turns rounding noise into forces
             there (perfect crystals: 0.04 eV/Å in float64, every digit of float32). Checkpoints of format
             version 1 that do not record ``norm`` are rebuilt with the separable one
@@ -96,12 +97,12 @@ class E2Former(nn.Module):
         layers: int = 3,
         heads: int = 4,
         order: int | str = 1,
-        radial_basis: int = 16,
-        radial: str = "gaussian",
+        radial_basis: int = 8,
+        radial: str = "bessel",
         hidden: int | None = None,
         edge_network: str = "shared",
         edge_hidden: int | None = 32,
-        norm: str = "joint",
+        norm: str = "centred",
         edge_degree_scaling: str = "balanced",
         parity: bool = True,
         avg_neighbours: float | None = None,
