@@ -261,7 +261,7 @@ def e2former_curve(run: Path) -> list[dict]:
     return sorted(curve, key=lambda point: point["epoch"])
 
 
-def plot_curves(results: dict, path: Path, budget_min: float) -> None:
+def plot_curves(results: dict, path: Path, title: str) -> None:
     """Validation force MAE (meV/Å, log scale) against training minutes, every row on one plot."""
     import matplotlib
 
@@ -274,7 +274,7 @@ def plot_curves(results: dict, path: Path, budget_min: float) -> None:
         if curve:
             axes.plot([p["minutes"] for p in curve], [p["force_mae_mev_per_a"] for p in curve], "o-", ms=3, label=name)
     axes.set(xlabel="training wall-clock minutes (2 CPU cores)", ylabel="validation force MAE (meV/Å)", yscale="log")
-    axes.set_title(f"aspirin, GFN2-xTB, {budget_min:g} min per model")
+    axes.set_title(title)
     axes.grid(alpha=0.3, which="both")
     axes.legend()
     figure.tight_layout()
@@ -344,7 +344,7 @@ def main() -> None:
             results[name] = stage()
             record.parent.mkdir(parents=True, exist_ok=True)
             record.write_text(json.dumps(results[name], indent=1))
-    plot_curves(results, out / "learning_curves.png", args.budget)
+    plot_curves(results, out / "learning_curves.png", f"aspirin, GFN2-xTB, {args.budget:g} min per model")
 
     print(f"\nbudget {args.budget:g} min per model, 2 CPU cores; test errors per half (meV/atom, meV/Å):")
     print("| model | epochs | train min | params | half | E MAE/atom | F MAE | F RMSE | NVE drift meV/atom/ps |")
