@@ -62,14 +62,15 @@ def mace_training_seconds(log: Path) -> float:
 
 def mace_curve(log: Path, results: Path) -> list[dict]:
     """``[{epoch, minutes, force_mae_mev_per_a}]``: each validation of the run (MACE's JSON-lines results
-    file ``*_train.txt``, ``mode: eval``) at the wall-clock minutes its 'Epoch n:' log line was written."""
+    file ``*_train.txt``, ``mode: eval`` with an epoch: the evaluation before training has none) at the
+    wall-clock minutes its 'Epoch n:' log line was written."""
     stamps = _stamps(log)
     start, epochs = stamps[0][0], [(t, line) for t, line in stamps if "INFO: Epoch " in line]
     evaluations = []
     for path in sorted(results.glob("*_train.txt")):
         for line in path.read_text().splitlines():
             record = json.loads(line) if line.startswith("{") else {}
-            if record.get("mode") == "eval" and "mae_f" in record:
+            if record.get("mode") == "eval" and "mae_f" in record and record.get("epoch") is not None:
                 evaluations.append(record)
     return [
         {
