@@ -9,6 +9,7 @@ import torch
 from lightning.pytorch.cli import OptimizerCallable
 from torch import nn
 
+from sciml._deprecation import renamed_arguments
 from sciml.koopman import linalg
 from sciml.koopman.functional import with_constant
 from sciml.koopman.losses import LoRALoss
@@ -46,6 +47,7 @@ class KoopmanModule(FiniteTraining, L.LightningModule):
 
     linked_from_data: ClassVar[dict[str, str]] = {"lagtime": "lagtime"}  # by ``sciml fit``
 
+    @renamed_arguments({"encoder": "encoder_f"}, since="0.2.0", removed_in="0.3.0")
     def __init__(
         self,
         encoder_f: nn.Module,

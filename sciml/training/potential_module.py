@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import warnings
 
 import lightning as L
 import torch
@@ -14,17 +15,36 @@ from sciml.nn.forces import ForceStressOutput
 from sciml.training.energy_shift import evenly_spaced, fit_energy_shift
 from sciml.training.error_table import ErrorTable
 from sciml.training.finite import FiniteTraining
-from sciml.training.schedules import StageTwo, warmup_ema
+from sciml.training.schedules import STAGE_TWO_RECIPE, StageTwo, WarmupCosine, warmup_ema
+
+
+def recipe_optimizer(parameters) -> torch.optim.Optimizer:
+    """The recipe's optimizer: AMSGrad at a peak learning rate of 5e-3."""
+    return torch.optim.Adam(parameters, lr=5e-3, amsgrad=True)
+
+
+def recipe_scheduler(optimizer: torch.optim.Optimizer) -> WarmupCosine:
+    """The recipe's schedule: 100 warm-up steps, then cosine decay per step to 5 % of the peak at the last step."""
+    return WarmupCosine(optimizer, warmup_steps=100, min_ratio=0.05)
 
 
 class PotentialModule(FiniteTraining, L.LightningModule):
     """Loss = w_E * L(E/atom) + w_F * L(F) + w_S * L(stress), L = MSE or Huber (eV, eV/Å, eV/Å^3).
 
+    The defaults are the training recipe of the accuracy benchmark (``scripts/bench_accuracy.py``,
+    ``benchmarks/results/accuracy_ablation_8_epochs.md``): energy weight 1 and force weight 100, AMSGrad at
+    5e-3 with 100 warm-up steps and cosine decay to 5 %, EMA of decay 0.99, and MACE's stage two (energy 1000,
+    forces 100) over the last 20 % of ``trainer.max_epochs``.
+
     Args:
         model: energy model ``batch -> {"energy", "energies"}`` (e.g. :class:`sciml.models.E2Former`).
         energy_weight, force_weight, stress_weight: loss weights (stress only where labelled).
         loss: ``"mse"`` or ``"huber"`` (``huber_delta`` in label units).
-        optimizer / scheduler: factories (LightningCLI ``class_path`` / ``init_args``).
+        optimizer: optimizer factory (LightningCLI ``class_path`` / ``init_args``); ``None``: the recipe's,
+            :func:`~sciml.training.potential_module.recipe_optimizer`.
+        scheduler: learning-rate scheduler factory; ``None``: with the recipe's optimizer the recipe's
+            schedule, :func:`~sciml.training.potential_module.recipe_scheduler`, otherwise a constant learning
+            rate (a given optimizer keeps its own lr).
         ema_decay: keep an exponential moving average of the weights (used for validation, testing
             and saved checkpoints' ``ema_state_dict``) with decay min(ema_decay, (1 + n) / (10 + n)) after n
             updates (warm-up); ``None`` disables it.
@@ -32,8 +52,10 @@ class PotentialModule(FiniteTraining, L.LightningModule):
             when there is one) on this many evenly spaced training frames: the closed-form per-element shift
             of its ``energy_reference`` (forces unchanged; see :mod:`sciml.training.energy_shift`); 0 disables
             it. Needs a data module with ``dataset()``.
-        stage_two: ``{start_epoch, energy_weight, force_weight[, stress_weight][, lr]}``: from that epoch on,
-            these loss weights and a constant learning rate (MACE's last stage); ``None``: one stage.
+        stage_two: ``{start_epoch | start_fraction, energy_weight, force_weight[, stress_weight][, lr]}``: from
+            that epoch (or that fraction of ``trainer.max_epochs``) on, these loss weights, and a constant
+            learning rate if ``lr`` is given (MACE's last stage, see :class:`~sciml.training.schedules.StageTwo`);
+            ``None``: one stage.
         direct_forces: train and evaluate the model's direct-force head instead of -dE/dx (the model must
             be built with ``direct_force_head=True``); off by default.
 
@@ -45,15 +67,15 @@ class PotentialModule(FiniteTraining, L.LightningModule):
         self,
         model: nn.Module,
         energy_weight: float = 1.0,
-        force_weight: float = 10.0,
+        force_weight: float = 100.0,
         stress_weight: float = 0.0,
         loss: str = "mse",
         huber_delta: float = 0.01,
-        optimizer: OptimizerCallable = torch.optim.Adam,
+        optimizer: OptimizerCallable | None = None,
         scheduler: LRSchedulerCallable | None = None,
-        ema_decay: float | None = None,
+        ema_decay: float | None = 0.99,
         direct_forces: bool = False,
-        stage_two: dict[str, float] | None = None,
+        stage_two: dict[str, float] | None = STAGE_TWO_RECIPE,
         relevel_frames: int = 512,
     ) -> None:
         super().__init__()
@@ -65,6 +87,8 @@ class PotentialModule(FiniteTraining, L.LightningModule):
         self.potential = ForceStressOutput(model, direct_forces)
         self.weights = {"energy": energy_weight, "forces": force_weight, "stress": stress_weight}
         self.loss_name, self.huber_delta = loss, huber_delta
+        if optimizer is None:
+            optimizer, scheduler = recipe_optimizer, scheduler or recipe_scheduler
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         self.stage_two = StageTwo.from_config(stage_two)
         self.relevel_frames = relevel_frames
@@ -212,16 +236,29 @@ class PotentialModule(FiniteTraining, L.LightningModule):
         if self.ema is not None:
             self.ema.update_parameters(self.potential)
 
+    def _in_stage_two(self) -> bool:
+        first = None if self.stage_two is None else self.stage_two.first_epoch(self.trainer.max_epochs)
+        return first is not None and self.current_epoch >= first
+
+    def on_fit_start(self) -> None:
+        stage = self.stage_two
+        if stage is not None and stage.first_epoch(self.trainer.max_epochs) is None:
+            warnings.warn(
+                f"stage_two starts at a fraction ({stage.start_fraction}) of trainer.max_epochs, but this run has no "
+                "epoch limit: it trains in one stage (set stage_two.start_epoch, or trainer.max_epochs)",
+                stacklevel=1,
+            )
+
     def on_train_epoch_start(self) -> None:
         stage = self.stage_two
-        if stage is not None and self.current_epoch >= stage.start_epoch:
+        if self._in_stage_two():
             self.weights["energy"], self.weights["forces"] = stage.energy_weight, stage.force_weight
             if stage.stress_weight is not None:
                 self.weights["stress"] = stage.stress_weight
 
     def on_train_batch_start(self, batch, batch_idx: int) -> None:
         stage = self.stage_two
-        if stage is not None and stage.lr is not None and self.current_epoch >= stage.start_epoch:
+        if stage is not None and stage.lr is not None and self._in_stage_two():
             for optimizer in self.trainer.optimizers:  # overrides any scheduler from here on
                 for group in optimizer.param_groups:
                     group["lr"] = stage.lr

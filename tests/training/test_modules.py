@@ -305,3 +305,36 @@ def test_run_checkpoints_save_a_run_stopped_mid_epoch(tmp_path, molecule_frames)
     tiny_trainer(tmp_path / "run", max_epochs=3, max_steps=8, callbacks=[RunCheckpoints()]).fit(module, data)
     last = torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", weights_only=True)
     assert module.global_step == 8 == last["global_step"]
+
+
+def test_koopman_module_old_encoder_keyword_warns_and_still_works():
+    """``KoopmanModule(encoder=...)`` (renamed ``encoder_f`` in 0.2.0) keeps working for one release."""
+    encoder = MLPEncoder(1, 3, hidden=(8,))
+    with pytest.warns(DeprecationWarning, match=r"argument 'encoder' was renamed 'encoder_f' in sciml 0\.2\.0"):
+        module = KoopmanModule(encoder=encoder, share_encoders=True)
+    assert module.encoder_f is encoder and module.encoder_g is encoder
+    with pytest.raises(TypeError, match="got both 'encoder' and its new name 'encoder_f'"):
+        KoopmanModule(encoder=encoder, encoder_f=encoder)
+
+
+def test_potential_module_defaults_are_the_recipe(tmp_path, molecule_frames):
+    """``PotentialModule(model)`` trains with the benchmark's recipe: AMSGrad at 5e-3 with warm-up + cosine,
+    EMA 0.99, force weight 100, and stage two over the last 20 % of the epochs."""
+    from sciml.training.schedules import WarmupCosine
+
+    ase.io.write(tmp_path / "frames.extxyz", molecule_frames * 4)
+    data = AtomsDataModule(paths=str(tmp_path / "frames.extxyz"), cutoff=3.0, split=(0.6, 0.2, 0.2), batch_size=2)
+    module = potential_module(data)
+    assert module.weights == {"energy": 1.0, "forces": 100.0, "stress": 0.0} and module.ema is not None
+    trainer = L.Trainer(
+        max_epochs=5, logger=False, enable_checkpointing=False, enable_progress_bar=False, accelerator="cpu"
+    )
+    trainer.fit(module, data)
+    (optimizer,) = trainer.optimizers
+    assert isinstance(optimizer, torch.optim.Adam) and optimizer.defaults["amsgrad"]
+    assert optimizer.defaults["lr"] == 5e-3
+    (config,) = trainer.lr_scheduler_configs
+    assert isinstance(config.scheduler, WarmupCosine) and config.scheduler.total_steps == trainer.global_step
+    assert module.weights == {"energy": 1000.0, "forces": 100.0, "stress": 0.0}  # stage two from epoch 4 of 5
+    explicit = potential_module(data, optimizer=torch.optim.SGD, stage_two=None, ema_decay=None)
+    assert explicit.scheduler_factory is None and explicit.stage_two is None and explicit.ema is None

@@ -68,6 +68,16 @@ def test_stage_two_config_is_checked():
         StageTwo.from_config({"start_epoch": 1, "energy_weight": 1.0, "force_weight": 1.0, "swa_lr": 1e-3})
     with pytest.raises(ValueError, match="force_weight"):
         StageTwo.from_config({"start_epoch": 1, "energy_weight": 1.0})
+    weights = {"energy_weight": 1000.0, "force_weight": 100.0}
+    with pytest.raises(ValueError, match="exactly one of start_epoch and start_fraction"):
+        StageTwo.from_config({"start_epoch": 1, "start_fraction": 0.5, **weights})
+    with pytest.raises(ValueError, match="exactly one of start_epoch and start_fraction"):
+        StageTwo.from_config(weights)
+    with pytest.raises(ValueError, match=r"start_fraction must be in \[0, 1\]"):
+        StageTwo.from_config({"start_fraction": 1.5, **weights})
+    assert StageTwo.from_config({"start_fraction": 0.8, **weights}).first_epoch(20) == 16
+    assert StageTwo.from_config({"start_epoch": 3, **weights}).first_epoch(None) == 3
+    assert StageTwo.from_config({"start_fraction": 0.8, **weights}).first_epoch(-1) is None  # no epoch limit
 
 
 def test_recipe_through_the_cli_in_float64(monkeypatch, tmp_path):
