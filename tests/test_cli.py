@@ -12,7 +12,8 @@ import torch
 from sciml.cli import run
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIGS = sorted((ROOT / "configs").rglob("*.yaml"))
+PRESETS = sorted((ROOT / "configs/e2former/presets").glob("*.yaml"))  # model fragments, not whole configs
+CONFIGS = sorted(set((ROOT / "configs").rglob("*.yaml")) - set(PRESETS))
 TINY = [
     "--trainer.max_epochs=1",
     "--trainer.limit_train_batches=3",
@@ -33,6 +34,40 @@ def test_every_config_fits_on_a_tiny_budget(config, monkeypatch, tmp_path):
     cli = run(["fit", "--config", str(config), f"--trainer.default_root_dir={tmp_path}", *TINY])
     assert cli.trainer.state.finished and cli.trainer.global_step == 3
     assert all(v.isfinite() for v in cli.trainer.callback_metrics.values())
+
+
+def test_preset_files_state_the_named_presets():
+    import yaml
+
+    from sciml.models.e2former.model import PRESETS as NAMED
+
+    assert sorted(NAMED) == sorted(p.stem for p in PRESETS)
+    for preset in PRESETS:
+        expected = {"class_path": "sciml.models.E2Former", "init_args": NAMED[preset.stem]}
+        assert yaml.safe_load(preset.read_text()) == expected, preset.name
+
+
+def test_a_preset_file_is_the_named_model_and_trains_from_the_cli(monkeypatch, tmp_path):
+    """``--model.init_args.model configs/e2former/presets/large.yaml`` on a config that sets other sizes
+    (quickstart: C 32, 2 layers) builds ``E2Former.preset("large")`` with the data's links: the files state
+    every size, so they replace the config's."""
+    from sciml.models import E2Former
+
+    monkeypatch.chdir(ROOT)
+    config = [
+        "fit",
+        "--config",
+        "configs/e2former/quickstart.yaml",
+        "--model.init_args.model=configs/e2former/presets/large.yaml",
+    ]
+    cli = run([*config, f"--trainer.default_root_dir={tmp_path}", *TINY])
+    assert cli.trainer.state.finished and cli.trainer.global_step == 3
+    data = cli.datamodule
+    expected = E2Former.preset("large", data.species, cutoff=data.cutoff, avg_neighbours=data.avg_neighbours)
+    linked = {"energy_reference", "energy_scale"}  # values from the training split, checked elsewhere
+    assert {k: v for k, v in cli.model.model.config.items() if k not in linked} == {
+        k: v for k, v in expected.config.items() if k not in linked
+    }
 
 
 @pytest.mark.parametrize("flag", ["--config", "-c"])

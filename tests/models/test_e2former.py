@@ -11,6 +11,7 @@ import torch
 from sciml.equivariant.so3 import random_rotation, wigner_d
 from sciml.models import E2Former
 from sciml.models.baselines import use_edge_convolutions
+from sciml.models.e2former.model import PRESETS
 from sciml.nn.forces import ForceStressOutput
 from sciml.nn.radial import BesselBasis, GaussianBasis
 from sciml.nn.so3_layers import S2FeedForward
@@ -47,6 +48,27 @@ def make_e2former(dtype=torch.float64, order: int = 1, **kwargs) -> E2Former:
 class TestE2Former(EnergyModelTests):
     def make_model(self, dtype):
         return make_e2former(dtype)
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+class TestE2FormerPresets(EnergyModelTests):
+    """Every named size at its full width (``medium`` is ``E2Former(species)`` with no other argument)."""
+
+    @pytest.fixture(autouse=True)
+    def _preset(self, name):
+        self.name = name
+
+    def make_model(self, dtype):
+        torch.manual_seed(0)
+        model = E2Former.preset(self.name, SPECIES, cutoff=4.0, avg_neighbours=4.0)
+        return randomise_output_head(model).to(dtype).eval()
+
+
+def test_medium_preset_is_the_defaults_and_unknown_presets_are_refused():
+    assert E2Former.preset("medium", SPECIES).config == E2Former(SPECIES).config
+    assert E2Former.preset("small", SPECIES, cutoff=4.5).config["cutoff"] == 4.5
+    with pytest.raises(ValueError, match="unknown E2Former preset 'huge'; the presets are"):
+        E2Former.preset("huge", SPECIES)
 
 
 def test_so3_only_model_breaks_mirror_symmetry():

@@ -24,6 +24,17 @@ from sciml.nn.so3_layers import EquivariantRMSNorm
 
 DEFAULT_AVG_NEIGHBOURS = 16.0  # avg_neighbours of a model built without data (never change: checkpoints rely on it)
 
+#: The width, degree, depth and heads of each named size (``medium`` is the defaults; every other argument is
+#: the default too). Accuracy and speed of each on aspirin
+#: and on fcc Cu: ``scripts/bench_presets.py`` (writes ``benchmarks/results/presets.md``). ``configs/e2former/presets/``
+#: holds the same for the CLI (``--model.init_args.model configs/e2former/presets/small.yaml``; a test keeps
+#: them equal).
+PRESETS: dict[str, dict] = {
+    "small": {"channels": 32, "lmax": 2, "layers": 2, "heads": 4},
+    "medium": {"channels": 64, "lmax": 2, "layers": 3, "heads": 4},  # the defaults
+    "large": {"channels": 128, "lmax": 2, "layers": 4, "heads": 8},
+}
+
 
 class E2Former(nn.Module):
     """E(3)-equivariant transformer with Wigner-6j attention.
@@ -37,20 +48,24 @@ class E2Former(nn.Module):
     lmax 2, 3 layers, 4 heads, order-1 attention, 8 Bessel functions, one shared edge trunk of width 32, the
     centred norm (``benchmarks/results/accuracy_ablation_8_epochs.md``).
 
-    Args (the model):
+    Args:
         species: atomic numbers the model knows (linked from ``data.species``).
         cutoff: neighbour radius in Å (linked from ``data.cutoff``).
-        channels: C. lmax: highest feature degree. layers: transformer blocks. heads: attention heads.
+        channels: C, the width of every feature degree.
+        lmax: highest feature degree.
+        layers: transformer blocks.
+        heads: attention heads.
         order: attention order L (0, 1 or 2; default 1) or ``"all"`` (orders 0, 1, 2 at widths C, C/2, C/4,
             gated; see :class:`~sciml.models.e2former.attention.Wigner6jAttention`; it lost the ablation at
-            equal epochs and costs more). radial_basis: size of the radial basis.
+            equal epochs and costs more).
+        radial_basis: size of the radial basis.
         radial: ``"bessel"`` (default: sin(k pi r / cutoff) / r, MACE's) or ``"gaussian"`` (Gaussians on fixed
             centres in [0, cutoff], the default of format version 1), see :mod:`sciml.nn.radial`.
         hidden: feed-forward width (default 2 C).
         edge_network: ``"shared"`` (default: one trunk per forward, a linear map per consumer) or
             ``"per_layer"`` (every radial filter and logit has its own MLP); see
-            :mod:`sciml.models.e2former.edges`. edge_hidden: hidden width of the edge networks (default 32;
-            ``None``: C).
+            :mod:`sciml.models.e2former.edges`.
+        edge_hidden: hidden width of the edge networks (default 32; ``None``: C).
         norm: which RMS divides the l > 0 features in every norm (see
             :class:`~sciml.nn.so3_layers.EquivariantRMSNorm`): ``"centred"`` (default) or ``"joint"``, exact at
             sites of high symmetry, or ``"separable"`` (EquiformerV2's), which turns rounding noise into forces
@@ -70,18 +85,21 @@ class E2Former(nn.Module):
         direct_force_head: also output ``direct_forces (N, 3)`` (eV/Å), an equivariant linear readout of the
             l = 1 features (fast, not conservative; off by default).
 
-    Keyword-only (how it is computed, or variants kept for comparison; the defaults are the model):
+    Keyword Args:
         dense: compute every message with a per-edge tensor product (the ablation's baseline: same parameters
-            and result, O(|E|) tensor products).
-        backend: kernel backend, ``"auto" | "reference" | "cpu" | "cuda"`` (same result).
+            and result, O(|E|) tensor products). Speed only.
+        backend: kernel backend, ``"auto" | "reference" | "cpu" | "cuda"`` (same result). Speed only.
         frame_size: smallest edge (Å) of the spatial cells whose centres are the local origins of the
             factorised convolution (see :mod:`sciml.models.e2former.context`). It bounds the positions inside
             solid harmonics, so the float32 error stops growing with the box. Default 2 x cutoff (measured at
             4000 atoms: 1.01x the time and 1.03x the memory of one frame, error flat from 108 atoms on); a
             structure under 4 cutoffs across keeps one frame. ``inf``: one frame per structure. Changes
             rounding only, never the result.
-        feed_forward / s2_resolution: ``"gate"`` (default) or the paper's ``"s2"`` grid feed-forward (lost the
-            ablation at equal epochs), see :class:`~sciml.models.e2former.blocks.TransformerBlock`.
+        feed_forward: ``"gate"`` (default) or the paper's ``"s2"`` grid feed-forward (lost the ablation at
+            equal epochs), see :class:`~sciml.models.e2former.blocks.TransformerBlock`.
+        s2_resolution: grid resolution of the ``"s2"`` feed-forward.
+
+    Named sizes: :meth:`E2Former.preset` (``small``, ``medium`` = the defaults, ``large``).
 
     Input: a graph batch with ``pos (N,3)``, ``numbers (N,)``, ``batch (N,)``, ``cell (B,3,3)``,
     ``edge_index (2,E)``, ``shifts (E,3)``. Output: ``{"energy": (B,), "energies": (N,), "features": (N,M,C)}``.
@@ -192,6 +210,15 @@ class E2Former(nn.Module):
     }
     # linked unless the config gives a value (``None`` means: take it from the data)
     linked_unless_set: ClassVar[tuple[str, ...]] = ("avg_neighbours",)
+
+    @classmethod
+    def preset(cls, name: str, species: list[int], **arguments) -> E2Former:
+        """The model of size ``name`` (``"small"``, ``"medium"`` = the defaults, ``"large"``; see
+        :data:`~sciml.models.e2former.model.PRESETS`) for ``species``; ``arguments`` (e.g. ``cutoff``,
+        ``avg_neighbours``) override it."""
+        if name not in PRESETS:
+            raise ValueError(f"unknown E2Former preset {name!r}; the presets are {sorted(PRESETS)}")
+        return cls(species, **{**PRESETS[name], **arguments})
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, *args) -> None:
         check_identity_buffers(self, state_dict, prefix, self.IDENTITY_BUFFERS)
