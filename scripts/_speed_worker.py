@@ -2,7 +2,8 @@
 
 Runs in sciml's environment (``--kind e2former`` or ``nequip``) or in MACE's own (``--kind mace``: mace-torch
 0.3.16 pins e3nn 0.4.4), so only ASE, numpy and torch are imported at the top. Untrained weights of the accuracy
-benchmark's architectures (speed does not depend on them), float32 unless ``--dtype``.
+benchmark's architectures, on the systems of ``_systems.py`` (speed does not depend on them), float32 unless
+``--dtype``.
 
     python _speed_worker.py --kind e2former --system 512 --calls 5 --md-steps 10 [--changes '{"layers": 4}']
 """
@@ -13,57 +14,28 @@ import argparse
 import importlib.util
 import json
 import resource
-from pathlib import Path
 
-import ase.io
 import numpy as np
 from _bench_utils import calculator_seconds, nequip_calculator, verlet_seconds
-from ase.build import bulk
-from ase.md.velocitydistribution import MaxwellBoltzmannDistribution
-
-ROOT = Path(__file__).resolve().parents[1]
-SPECIES = [1, 6, 8]  # aspirin's elements: the accuracy benchmark's models
-BOXES = {512: (4, 4, 8), 4096: (8, 8, 16), 32768: (16, 16, 32)}  # repeats of the 4-atom cubic fcc cell
+from _systems import SPECIES, cu_crystal, molecule
 
 
 def system(name: str):
-    """``molecule``: aspirin (21 atoms, the accuracy benchmark's first test frame); a number: a carbon-filled
-    fcc box (a = 3.61 Å) of that many atoms, periodic (~43 neighbours within 5 Å), rattled by 0.05 Å (a perfect
-    lattice puts every atom on a site of high symmetry, where the recommended config's separable norm turns
-    float32 rounding into forces; README)."""
-    if name == "molecule":
-        atoms = ase.io.read(ROOT / "data" / "aspirin_md" / "test_400K.extxyz", index=0)
-        atoms.calc = None
-    else:
-        atoms = bulk("C", "fcc", a=3.61, cubic=True).repeat(BOXES[int(name)])
-        atoms.rattle(0.05, seed=0)
-    MaxwellBoltzmannDistribution(atoms, temperature_K=300, rng=np.random.default_rng(0))
-    return atoms
-
-
-def recommended_architecture() -> dict:
-    """E2Former's init arguments in the accuracy benchmark's config (``configs/e2former/aspirin_md.yaml``)."""
-    import yaml
-
-    config = yaml.safe_load((ROOT / "configs" / "e2former" / "aspirin_md.yaml").read_text())
-    return dict(config["model"]["init_args"]["model"]["init_args"])
+    """``molecule``: aspirin (21 atoms); a number: an fcc Cu box of that many atoms (``_systems.py``)."""
+    return molecule() if name == "molecule" else cu_crystal(int(name))
 
 
 def e2former_calculator(
     dtype: str, cutoff: float, compile: bool = False, static: bool = False, device: str = "cpu", **changes
 ):
-    """The recommended accuracy config's architecture, with ``changes`` to its init arguments; ``compile``:
+    """E2Former's defaults (the accuracy benchmark's model), with ``changes`` to its init arguments; ``compile``:
     ``torch.compile`` of its layers (inductor; compiled during the warm-up calls); ``static``: fixed-capacity
     neighbour buffers (with ``compile`` on CUDA: CUDA graphs)."""
-    import torch
+    from _systems import e2former
 
     from sciml.calculators import SciMLCalculator
-    from sciml.models import E2Former
-    from sciml.testing import randomise_output_head
 
-    torch.manual_seed(0)
-    model = E2Former(SPECIES, cutoff, **{**recommended_architecture(), **changes})
-    model = randomise_output_head(model).eval()
+    model = e2former("medium", cutoff=cutoff, **changes)
     calculator = SciMLCalculator(model, device, dtype, skin=0.5, compile=compile, static_shapes=static)
     return calculator, sum(p.numel() for p in model.parameters())
 
@@ -98,20 +70,20 @@ def nequip_peer(dtype: str, cutoff: float, device: str = "cpu"):
     """NequIP 0.19.1 with E2Former's irreps (64x0e + 64x1o + 64x2e, ``parity=False``), 3 layers, eager; CPU."""
     if device != "cpu":
         raise SystemExit("the NequIP peer runs on the CPU only here")
-    calculator, model = nequip_calculator(["H", "C", "O"], cutoff, 3, 2, 64, dtype, avg_neighbours=15.0)
+    calculator, model = nequip_calculator(["H", "C", "O", "Cu"], cutoff, 3, 2, 64, dtype, avg_neighbours=15.0)
     return calculator, sum(p.numel() for p in model.parameters())
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--kind", required=True, choices=["e2former", "mace", "nequip"])
-    parser.add_argument("--system", required=True, help="'molecule' or the atoms of a carbon box (512, 4096)")
+    parser.add_argument("--system", required=True, help="'molecule' or the atoms of an fcc Cu box (512, 4096)")
     parser.add_argument("--calls", type=int, default=5)
     parser.add_argument("--warm", type=int, default=2)
     parser.add_argument("--md-steps", type=int, default=0)
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     parser.add_argument("--cutoff", type=float, default=5.0)
-    parser.add_argument("--changes", default="{}", help="E2Former: JSON of init arguments over the config's")
+    parser.add_argument("--changes", default="{}", help="E2Former: JSON of init arguments over the defaults")
     parser.add_argument("--compile", action="store_true", help="E2Former: torch.compile its layers")
     parser.add_argument("--static", action="store_true", help="E2Former: fixed-capacity neighbour buffers")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")

@@ -17,12 +17,14 @@ Evaluation through each model's ASE calculator (``_accuracy_eval.py``, float64):
 and RMSE per test half, and the energy drift of an NVE run (velocity Verlet, 0.5 fs, from the first valid
 frame with 500 K velocities); for E2Former also the largest float32 force at sites where symmetry makes it
 zero (perfect fcc carbon, methane's carbon). The learning curves (validation force MAE against training
-minutes) of every row go to ``<out>/learning_curves.png``, everything with provenance to
-``<out>/results.json``.
+minutes) of every row go on one plot. Results with provenance (commit, machine, versions, command):
+``benchmarks/results/accuracy_vs_mace_<budget>min.{json,md,png}`` (``--results`` elsewhere); the ablation's
+``accuracy_ablation_<epochs>_epochs.{json,md}``.
 
     python scripts/bench_accuracy.py [--budget 40] [--md-ps 10] [--out runs/bench_accuracy] [--resume]
     python scripts/bench_accuracy.py --ablation 10     # every E2Former variant, 10 minutes each
     python scripts/bench_accuracy.py --ablation 30 --epochs-e2former 8 --variants config one_stage   # same epochs
+    python scripts/bench_accuracy.py --smoke --out /tmp/a --results /tmp/a   # one epoch of two batches, no MACE
 
 Last line: RESULT force_mae_ratio_vs_best_mace=<x> energy_mae_ratio_vs_best_mace=<x>
 nve_drift_mev_per_atom_ps=<x> symmetric_site_max_force_f32=<x> (E2Former over the better MACE row, both test
@@ -43,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from _accuracy_mace import DTYPES, mace_files, mace_python, train_mace
-from _provenance import run_provenance
+from _results import add_result_arguments, markdown_table, recorded, write_results
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "scripts"
@@ -97,6 +99,18 @@ CLOCK = "sciml.training.callbacks.TrainingClock"  # logs time/training_minutes w
 STAGE_TWO = {"energy_weight": 1000.0, "force_weight": 100.0}  # from 80 % of the epochs, on the same schedule
 
 
+def recipe_at_lr(lr: float) -> tuple[str, ...]:
+    """Overrides for PotentialModule's default recipe (AMSGrad, warm-up + cosine to 5 %) at another peak lr."""
+    return (
+        "--model.init_args.optimizer=torch.optim.Adam",
+        f"--model.init_args.optimizer.lr={lr}",
+        "--model.init_args.optimizer.amsgrad=true",
+        "--model.init_args.scheduler=sciml.training.schedules.WarmupCosine",
+        "--model.init_args.scheduler.warmup_steps=100",
+        "--model.init_args.scheduler.min_ratio=0.05",
+    )
+
+
 @dataclass(frozen=True)
 class Variant:
     """An E2Former variant of the ablation: command-line overrides of the config, and its stage two (loss
@@ -137,8 +151,8 @@ ABLATION = {
     "energy_weight_10": Variant(
         "energy weight 10 before stage two (forces 100)", ("--model.init_args.energy_weight=10",)
     ),
-    "lr_5e-3": Variant("peak learning rate 5e-3", ("--model.init_args.optimizer.init_args.lr=0.005",)),
-    "lr_1e-2": Variant("peak learning rate 1e-2", ("--model.init_args.optimizer.init_args.lr=0.01",)),
+    "lr_5e-3": Variant("peak learning rate 5e-3 (the recipe's)", recipe_at_lr(0.005)),
+    "lr_1e-2": Variant("peak learning rate 1e-2", recipe_at_lr(0.01)),
     "centred": Variant(
         "centred norm, balanced edge-degree scaling", (MODEL + "norm=centred", MODEL + "edge_degree_scaling=balanced")
     ),
@@ -149,7 +163,7 @@ ABLATION = {
         "float64 training (weights, positions, labels)",
         ("--trainer.precision=64-true", "--data.init_args.dtype=float64"),
     ),
-    "lr_2e-3": Variant("peak learning rate 2e-3", ("--model.init_args.optimizer.init_args.lr=0.002",)),
+    "lr_2e-3": Variant("peak learning rate 2e-3", recipe_at_lr(0.002)),
     "gaussian_16": Variant(
         "16 Gaussians (the radial basis before)", (MODEL + "radial=gaussian", MODEL + "radial_basis=16")
     ),
@@ -178,11 +192,19 @@ def variant_named(name: str) -> Variant:
     )
 
 
+SMOKE = ("--trainer.limit_train_batches=2", "--trainer.limit_val_batches=1")  # --smoke: the same path, seconds
+
+
 def train_e2former(
-    out: Path, budget_s: float, epochs: int | None, variant: Variant = ABLATION["config"], seed: int = 0
+    out: Path,
+    budget_s: float,
+    epochs: int | None,
+    variant: Variant = ABLATION["config"],
+    seed: int = 0,
+    extra: tuple[str, ...] = (),
 ) -> tuple[Path, int, float]:
     sciml = [sys.executable, "-m", "sciml", "fit", "--config", CONFIG, "--trainer.enable_progress_bar=false"]
-    sciml += [f"--seed_everything={seed}"]
+    sciml += [f"--seed_everything={seed}", *extra]
     sciml += ["--trainer.logger=lightning.pytorch.loggers.CSVLogger", "--trainer.callbacks+=" + CLOCK]
     sciml += list(variant.overrides)
     out.mkdir(parents=True, exist_ok=True)
@@ -211,26 +233,32 @@ def train_e2former(
     return next((out / "run").rglob("checkpoints/last.ckpt")), epochs, seconds
 
 
-def evaluate(kind: str, model: Path, python: str, md_ps: float, log: Path) -> dict:
+def evaluate(kind: str, model: Path, python: str, md_ps: float, log: Path, max_frames: int = 0) -> dict:
     command = [python, str(SCRIPTS / "_accuracy_eval.py"), "--kind", kind, "--model", str(model)]
     command += ["--test", *[str(DATA / name) for name in TESTS], "--md-start", str(DATA / "valid_500K.extxyz")]
-    command += ["--md-ps", str(md_ps)]
+    command += ["--md-ps", str(md_ps), "--max-frames", str(max_frames)]
     timed(command, log)
     line = next(line for line in log.read_text().splitlines() if line.startswith("JSON "))
     return json.loads(line[5:])
 
 
 def ablation(
-    out: Path, budget_s: float, epochs: int | None = None, variants: list[str] | None = None, seed: int = 0
-) -> None:
+    out: Path,
+    budget_s: float,
+    epochs: int | None = None,
+    variants: list[str] | None = None,
+    seed: int = 0,
+    smoke: bool = False,
+) -> dict:
     """Variants of ``ABLATION`` (all, or those named in ``variants``) with the same budget (epochs from each
     one's probe epoch, or the same ``epochs`` for all) and training seed, test errors over both halves."""
     chosen = {name: variant_named(name) for name in variants or ABLATION}
-    rows = []
+    rows, record = [], {}
     for name, variant in chosen.items():
         folder = out / (name if seed == 0 else f"{name}_seed{seed}")
-        checkpoint, n_epochs, seconds = train_e2former(folder, budget_s, epochs, variant, seed)
-        result = evaluate("sciml", checkpoint, sys.executable, 0.0, folder / "eval.log")
+        checkpoint, n_epochs, seconds = train_e2former(folder, budget_s, epochs, variant, seed, SMOKE if smoke else ())
+        result = evaluate("sciml", checkpoint, sys.executable, 0.0, folder / "eval.log", 20 if smoke else 0)
+        record[name] = {**result, "epochs": n_epochs, "seconds": seconds, "description": variant.description}
         (folder / "result.json").write_text(json.dumps({**result, "epochs": n_epochs, "seconds": seconds}, indent=1))
         rows.append((name, n_epochs, seconds, result))
     print(f"\nablation: {budget_s / 60:g} min per variant, 2 CPU cores, test errors over both halves:")
@@ -242,6 +270,7 @@ def ablation(
             f"| {overall(result, 'energy_mae_mev_per_atom'):.3f} | {overall(result, 'force_mae_mev_per_a'):.2f} "
             f"| {overall(result, 'force_rmse_mev_per_a'):.2f} |"
         )
+    return record
 
 
 def overall(result: dict, key: str) -> float:
@@ -302,23 +331,39 @@ def main() -> None:
     parser.add_argument("--out", default=str(ROOT / "runs" / "bench_accuracy"))
     parser.add_argument("--epochs-e2former", type=int, help="skip the probe epoch")
     parser.add_argument("--epochs-mace", type=int, help="skip the probe epochs (both precisions)")
-    parser.add_argument("--mace-dtypes", nargs="+", default=list(DTYPES), choices=DTYPES)
+    parser.add_argument("--mace-dtypes", nargs="+", choices=DTYPES, help=f"default {list(DTYPES)}; --smoke: none")
     parser.add_argument("--ablation", type=float, help="instead: train each E2Former variant for this many minutes")
     parser.add_argument("--variants", nargs="+", help=f"with --ablation: only these variants, of {sorted(ABLATION)}")
     parser.add_argument("--resume", action="store_true", help="reuse a model's finished stage (its stage.json)")
     parser.add_argument("--seed", type=int, default=0, help="with --ablation: the training seed (seed_everything)")
+    parser.add_argument("--note", default="", help="a paragraph for the results file (e.g. how --resume assembled it)")
+    add_result_arguments(parser)
     args = parser.parse_args()
+    if args.mace_dtypes is None:
+        args.mace_dtypes = [] if args.smoke else list(DTYPES)
+    if args.smoke:  # one epoch of two batches, 20 test frames per half, 10 fs of NVE; MACE only if asked
+        args.epochs_e2former, args.epochs_mace, args.md_ps = 1, 1, 0.01
     out = Path(args.out).resolve()  # MACE runs in its own folder: relative paths would break
     out.mkdir(parents=True, exist_ok=True)
     generate_data()
     if args.ablation:
-        ablation(out / "ablation", args.ablation * 60, args.epochs_e2former, args.variants, args.seed)
+        tag = f"{args.epochs_e2former}_epochs" if args.epochs_e2former else f"{args.ablation:g}min"
+        name = f"accuracy_ablation_{tag}" + (f"_seed{args.seed}" if args.seed else "")
+        title = f"E2Former ablation on aspirin_md, {tag.replace('_', ' ')} per variant"
+        with recorded(name, title, args.results):
+            ablation(out / "ablation", args.ablation * 60, args.epochs_e2former, args.variants, args.seed, args.smoke)
         return
+    compare(args, out)
+
+
+def compare(args, out: Path) -> None:
+    """E2Former against MACE at the same budget: the stages, the table, the ratios, the results files."""
     budget = args.budget * 60
+    extra, frames = (SMOKE, 20) if args.smoke else ((), 0)
 
     def e2former_stage() -> dict:
-        checkpoint, epochs, seconds = train_e2former(out / "e2former", budget, args.epochs_e2former)
-        result = evaluate("sciml", checkpoint, sys.executable, args.md_ps, out / "e2former" / "eval.log")
+        checkpoint, epochs, seconds = train_e2former(out / "e2former", budget, args.epochs_e2former, extra=extra)
+        result = evaluate("sciml", checkpoint, sys.executable, args.md_ps, out / "e2former" / "eval.log", frames)
         result["symmetric_site_max_force_f32"] = symmetric_site_force(checkpoint)
         curve = e2former_curve(out / "e2former" / "run")
         return {**result, "training": {"epochs": epochs, "seconds": seconds, "curve": curve}}
@@ -328,7 +373,7 @@ def main() -> None:
             files = mace_files(DATA, list(RUNS), out / "mace_data")
             folder = out / f"mace_{dtype}"
             model, epochs, seconds, curve = train_mace(files, folder, budget, args.epochs_mace, dtype, timed)
-            result = evaluate("mace", model, str(mace_python()), args.md_ps, folder / "eval.log")
+            result = evaluate("mace", model, str(mace_python()), args.md_ps, folder / "eval.log", frames)
             return {**result, "training": {"epochs": epochs, "seconds": seconds, "curve": curve}}
 
         return stage
@@ -344,37 +389,54 @@ def main() -> None:
             results[name] = stage()
             record.parent.mkdir(parents=True, exist_ok=True)
             record.write_text(json.dumps(results[name], indent=1))
-    plot_curves(results, out / "learning_curves.png", f"aspirin, GFN2-xTB, {args.budget:g} min per model")
+    name = f"accuracy_vs_mace_{args.budget:g}min" + ("_smoke" if args.smoke else "")
+    figure = Path(args.results) / f"{name}.png"
+    figure.parent.mkdir(parents=True, exist_ok=True)
+    plot_curves(results, figure, f"aspirin, GFN2-xTB, {args.budget:g} min per model")
 
-    print(f"\nbudget {args.budget:g} min per model, 2 CPU cores; test errors per half (meV/atom, meV/Å):")
-    print("| model | epochs | train min | params | half | E MAE/atom | F MAE | F RMSE | NVE drift meV/atom/ps |")
-    print("| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |")
-    for name, result in results.items():
-        for half in TESTS:
+    header = ["model", "epochs", "train min", "params", "test half", "E MAE meV/atom", "E mean signed meV/atom"]
+    header += ["F MAE meV/Å", "F RMSE meV/Å", "NVE drift meV/atom/ps"]
+    rows = []
+    for model, result in results.items():
+        nve = result.get("nve", {})
+        drift = f"{nve.get('drift_mev_per_atom_ps', float('nan')):.4f}" + (" (blew up)" if nve.get("blew_up") else "")
+        for k, half in enumerate(TESTS):
             row = result["test"][str(DATA / half)]
-            nve = result.get("nve", {})
-            drift = f"{nve.get('drift_mev_per_atom_ps', float('nan')):.4f}" + (
-                " (blew up)" if nve.get("blew_up") else ""
+            first = [model, result["training"]["epochs"], f"{result['training']['seconds'] / 60:.1f}"] if not k else []
+            rows.append(
+                (first or ["", "", ""])
+                + ([f"{result['parameters']:,}".replace(",", " ")] if not k else [""])
+                + [half[5:9], f"{row['energy_mae_mev_per_atom']:.3f}"]
+                + [f"{row.get('energy_mean_signed_error_mev_per_atom', float('nan')):+.3f}"]
+                + [f"{row['force_mae_mev_per_a']:.2f}", f"{row['force_rmse_mev_per_a']:.2f}", drift if not k else ""]
             )
-            print(
-                f"| {name} | {result['training']['epochs']} | {result['training']['seconds'] / 60:.1f} "
-                f"| {result['parameters']} | {half[5:9]} | {row['energy_mae_mev_per_atom']:.3f} "
-                f"| {row['force_mae_mev_per_a']:.2f} | {row['force_rmse_mev_per_a']:.2f} | {drift} |"
-            )
-    e2, peers = results["E2Former"], [result for name, result in results.items() if name.startswith("MACE")]
-    best_force = min(overall(peer, "force_mae_mev_per_a") for peer in peers)
-    best_energy = min(overall(peer, "energy_mae_mev_per_atom") for peer in peers)
+    table = markdown_table(header, rows, "llrrlrrrrr")
+    print(f"\nbudget {args.budget:g} min per model, 2 CPU cores; test errors per half:\n{table}")
+    e2, peers = results["E2Former"], [result for model, result in results.items() if model.startswith("MACE")]
+    best_force = min((overall(peer, "force_mae_mev_per_a") for peer in peers), default=float("nan"))
+    best_energy = min((overall(peer, "energy_mae_mev_per_atom") for peer in peers), default=float("nan"))
     ratios = {  # each against the better MACE row for that error
         "force_mae_ratio_vs_best_mace": overall(e2, "force_mae_mev_per_a") / best_force,
         "energy_mae_ratio_vs_best_mace": overall(e2, "energy_mae_mev_per_atom") / best_energy,
         "nve_drift_mev_per_atom_ps": abs(e2.get("nve", {}).get("drift_mev_per_atom_ps", float("nan"))),
         "symmetric_site_max_force_f32": e2["symmetric_site_max_force_f32"],
     }
-    (out / "results.json").write_text(
-        json.dumps({"provenance": run_provenance(), "results": results, "ratios": ratios}, indent=1)
+    sections = [
+        f"Aspirin (GFN2-xTB, `data/aspirin_md/`): train 1500 frames at 500 K, test 500 at 400 K and 500 at 600 K. "
+        f"Every model trained for the same {args.budget:g} minutes of wall-clock time on the same cores (epochs from "
+        "a probe epoch each, the last stage over the last 20 % of them), evaluated through its ASE calculator in "
+        f"float64; NVE: velocity Verlet, 0.5 fs, {args.md_ps:g} ps from the first validation frame at 500 K. "
+        "E2Former: `configs/e2former/aspirin_md.yaml` (the library's defaults). MACE 0.3.16: 64x0e + 64x1o, L 1, "
+        "2 interactions, correlation 3, in the precisions named. Ratios are against the better MACE row.",
+        table,
+        f"Symmetric-site float32 force of the trained E2Former: {ratios['symmetric_site_max_force_f32']:.2e} eV/Å "
+        "(perfect fcc carbon and methane's carbon, where symmetry makes it zero).",
+        f"Validation force MAE against training time, every row: ![learning curves]({figure.name})",
+    ] + ([args.note] if args.note else [])
+    title = f"E2Former against MACE, {args.budget:g} minutes of training each, aspirin" + (
+        " (smoke run)" if args.smoke else ""
     )
-    print(f"learning curves: {out / 'learning_curves.png'}; results: {out / 'results.json'}")
-    print("RESULT " + " ".join(f"{key}={value:.4g}" for key, value in ratios.items()))
+    write_results(name, title, sections, {"results": results, "ratios": ratios}, ratios, args.results)
 
 
 if __name__ == "__main__":

@@ -19,10 +19,14 @@ included):
    frame count.
 
     python scripts/bench_data.py [--frames 1000000] [--memory-frames 50000] [--workdir runs/bench_data]
+    python scripts/bench_data.py --smoke --workdir /tmp/data --results /tmp/data   # 2000 frames, seconds
 
-Last line: RESULT rss_gib_1m_frames=<x> frames_per_s=<x> (training epoch), plus data_wait_share,
-loader_frames_per_s, prepare_frames_per_s, store_gib and memory_baseline_rss_gib_extrapolated. Targets:
-rss_gib_1m_frames <= 2, data_wait_share small (the data layer is not the bottleneck).
+Results with provenance: ``benchmarks/results/data.{json,md}``.
+
+Last line: RESULT frames=<n> train_peak_rss_gib=<x> train_frames_per_s=<x> (the training epoch), plus
+data_wait_share, loader_frames_per_s, prepare_frames_per_s, store_gib and memory_baseline_rss_gib_extrapolated
+(the in-memory module's peak extrapolated to ``frames``). Targets at 1,000,000 frames: train_peak_rss_gib <= 2,
+data_wait_share small (the data layer is not the bottleneck).
 """
 
 from __future__ import annotations
@@ -36,9 +40,10 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _results import add_result_arguments, recorded
 
 NUMBERS = np.array([6] * 6 + [1] * 8 + [7] * 2 + [8] * 4)
-TRAJECTORY_FRAMES, SPRING, AMPLITUDE = 1000, 4.0, 0.05
+SPRING, AMPLITUDE = 4.0, 0.05
 ELEMENT_ENERGY = {1: -13.6, 6: -1029.0, 7: -1485.0, 8: -2041.0}
 
 
@@ -48,15 +53,15 @@ def geometry() -> np.ndarray:
     return grid[np.random.default_rng(0).choice(len(grid), len(NUMBERS), replace=False)]
 
 
-def trajectories(frames: int):
+def trajectories(frames: int, trajectory_frames: int = 1000):
     """``(source, frames)`` pairs of ASE Atoms with Einstein-model labels (module docstring)."""
     from ase import Atoms
     from ase.calculators.singlepoint import SinglePointCalculator
 
     base, offset = geometry(), sum(ELEMENT_ENERGY[int(z)] for z in NUMBERS)
-    for k in range(0, frames, TRAJECTORY_FRAMES):
+    for k in range(0, frames, trajectory_frames):
         rng = np.random.default_rng(k)
-        count = min(TRAJECTORY_FRAMES, frames - k)
+        count = min(trajectory_frames, frames - k)
         displacements = rng.normal(scale=AMPLITUDE, size=(count, len(NUMBERS), 3))
 
         def frames_of(displacements=displacements):
@@ -66,7 +71,7 @@ def trajectories(frames: int):
                 atoms.calc = SinglePointCalculator(atoms, energy=energy, forces=-SPRING * d)
                 yield atoms
 
-        yield f"synthetic/trajectory{k // TRAJECTORY_FRAMES}", frames_of()
+        yield f"synthetic/trajectory{k // trajectory_frames}", frames_of()
 
 
 def peak_rss_gib() -> float:
@@ -83,8 +88,8 @@ def stage_prepare(args) -> dict:
     from sciml.data.prepare import write_frame_store
 
     start = time.perf_counter()
-    summary = write_frame_store(args.store, {"all": trajectories(args.frames)}, split=(0.98, 0.01, 0.01),
-                                split_mode="trajectory", overwrite=True)  # fmt: skip
+    frames = {"all": trajectories(args.frames, args.trajectory_frames)}
+    summary = write_frame_store(args.store, frames, split=(0.98, 0.01, 0.01), split_mode="trajectory", overwrite=True)
     seconds = time.perf_counter() - start
     return {"frames": sum(summary["frames"].values()), "seconds": seconds,
             "frames_per_s": args.frames / seconds, "store_gib": Path(args.store).stat().st_size / 2**30}  # fmt: skip
@@ -164,7 +169,8 @@ def stage_memory(args) -> dict:
 
     path = Path(args.store).with_name(f"memory_{args.memory_frames}.extxyz")
     if not path.exists():
-        ase.io.write(path, [a for _, frames in trajectories(args.memory_frames) for a in frames])
+        generated = trajectories(args.memory_frames, args.trajectory_frames)
+        ase.io.write(path, [atoms for _, frames in generated for atoms in frames])
     before = peak_rss_gib()
     data = AtomsDataModule(paths=str(path), cutoff=5.0, batch_size=args.batch_size, split=(0.98, 0.01, 0.01))
     frames = sum(batch.num_graphs for batch in data.train_dataloader())
@@ -189,9 +195,13 @@ def main() -> None:
     parser.add_argument("--loader-frames", type=int, default=20_000)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--workers", type=int, default=0)
+    parser.add_argument("--trajectory-frames", type=int, default=1000, help="frames per synthetic trajectory")
     parser.add_argument("--workdir", default="runs/bench_data")
     parser.add_argument("--stage", choices=list(STAGES), help=argparse.SUPPRESS)
+    add_result_arguments(parser)
     args = parser.parse_args()
+    if args.smoke:
+        args.frames, args.memory_frames, args.loader_frames, args.trajectory_frames = 2000, 1000, 300, 20
     Path(args.workdir).mkdir(parents=True, exist_ok=True)
     args.store = str(Path(args.workdir) / f"synthetic_{args.frames}.h5")
     if args.stage:
@@ -199,11 +209,18 @@ def main() -> None:
         result = STAGES[args.stage](args)
         print(json.dumps({**result, "peak_rss_gib": peak_rss_gib()}))
         return
+    with recorded("data", f"Out-of-core training data: {args.frames} frames from a frame store", args.results):
+        benchmark(args)
+
+
+def benchmark(args) -> None:
     results = {name: run_stage(name, args) for name in STAGES}
     memory = results["memory"]
     per_frame = (memory["peak_rss_gib"] - memory["rss_gib_before"]) / memory["frames"] * 0.98
     extrapolated = memory["rss_gib_before"] + per_frame * args.frames
-    print(f"{'stage':<10} {'frames':>9} {'frames/s':>10} {'peak RSS GiB':>13}  notes")
+    print(f"stages, each in a fresh process ({args.frames} frames of 20 atoms, batch {args.batch_size}):")
+    print("| stage | frames | frames/s | peak RSS GiB | notes |")
+    print("| --- | ---: | ---: | ---: | --- |")
     for name, r in results.items():
         notes = {
             "prepare": f"store {r.get('store_gib', 0):.2f} GiB, {r.get('seconds', 0):.0f} s",
@@ -211,10 +228,11 @@ def main() -> None:
             "memory": f"in memory; {extrapolated:.1f} GiB extrapolated to {args.frames} frames",
         }.get(name, "")
         rate = r.get("frames_per_s", float("nan"))
-        print(f"{name:<10} {r['frames']:>9} {rate:>10.0f} {r['peak_rss_gib']:>13.2f}  {notes}")
+        print(f"| {name} | {r['frames']} | {rate:.0f} | {r['peak_rss_gib']:.2f} | {notes} |")
     train, prepare = results["train"], results["prepare"]
     print(
-        f"RESULT rss_gib_1m_frames={train['peak_rss_gib']:.3f} frames_per_s={train['frames_per_s']:.0f} "
+        f"RESULT frames={args.frames} train_peak_rss_gib={train['peak_rss_gib']:.3f} "
+        f"train_frames_per_s={train['frames_per_s']:.0f} "
         f"data_wait_share={train['data_wait_share']:.3f} loader_frames_per_s={results['loader']['frames_per_s']:.0f} "
         f"prepare_frames_per_s={prepare['frames_per_s']:.0f} store_gib={prepare['store_gib']:.3f} "
         f"memory_baseline_rss_gib_extrapolated={extrapolated:.2f}"

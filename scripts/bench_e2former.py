@@ -8,8 +8,11 @@ attention and the channel mixing; only the message computation differs.
 
     python scripts/bench_e2former.py [--channels 64 128] [--neighbours 8 16 32 64] [--sizes 256 1024 2048]
 
-Last line: RESULT speedup_n32=<x> speedup_n64=<x> mem_ratio_n32=<x> loglog_slope_vs_atoms=<x>
-(baseline / E2Former at C = 128, N = 1024; slope of log time vs log N of the full model, 1.0 = linear).
+Results with provenance: ``benchmarks/results/attention_layer.{json,md}``; ``--smoke``: tiny sizes, seconds.
+
+Last line: RESULT layer_speedup_k32_n1024_c128=<x> layer_speedup_k64_n1024_c128=<x>
+layer_memory_ratio_k32_n1024_c128=<x> model_time_loglog_slope_vs_atoms=<x> (baseline / E2Former with k
+neighbours, n atoms, c channels; slope of log time vs log N of the full model, 1.0 = linear).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import math
 import numpy as np
 import torch
 from _bench_utils import median_time, peak_memory
+from _results import add_result_arguments, recorded
 
 DENSITY = 0.085  # atoms / Å^3 (fcc Cu)
 
@@ -91,15 +95,23 @@ def main() -> None:
     parser.add_argument("--model-sizes", type=int, nargs="+", default=[256, 512, 1024, 2048, 4096])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    add_result_arguments(parser)
     args = parser.parse_args()
+    if args.smoke:
+        args.channels, args.neighbours, args.sizes, args.model_sizes, args.repeats = [16], [8], [64], [64, 128], 1
+    with recorded("attention_layer", "The E2Former attention layer against the per-edge e3nn layer", args.results):
+        benchmark(args)
+
+
+def benchmark(args) -> None:
     from sciml.equivariant.kernels import load
 
     load(with_cuda=args.device == "cuda")
-    print(f"device={args.device} threads={torch.get_num_threads()} lmax=2 order=1 float32, layer fwd+bwd")
     print(
-        f"{'C':>4} {'K':>3} {'N':>5} {'E2Former ms':>12} {'baseline ms':>12} {'speedup':>8} "
-        f"{'E2F MiB':>8} {'base MiB':>9} {'mem ratio':>9}"
+        f"device {args.device}, {torch.get_num_threads()} threads, lmax 2, order 1, float32, layer forward + backward:"
     )
+    print("| C | neighbours | N | E2Former ms | baseline ms | speedup | E2Former MiB | baseline MiB | memory ratio |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     rows = {}
     for channels in args.channels:
         for neighbours in args.neighbours:
@@ -112,20 +124,21 @@ def main() -> None:
                 memory = {m: peak_memory(make_layer_case, (m, *case), args.device) for m in ("e2former", "baseline")}
                 rows[channels, neighbours, n] = (times, memory)
                 print(
-                    f"{channels:>4} {neighbours:>3} {n:>5} {times['e2former'] * 1e3:>12.1f} "
-                    f"{times['baseline'] * 1e3:>12.1f} {times['baseline'] / times['e2former']:>8.2f} "
-                    f"{memory['e2former'] / 2**20:>8.1f} {memory['baseline'] / 2**20:>9.1f} "
-                    f"{memory['baseline'] / max(memory['e2former'], 1):>9.2f}",
+                    f"| {channels} | {neighbours} | {n} | {times['e2former'] * 1e3:.1f} "
+                    f"| {times['baseline'] * 1e3:.1f} "
+                    f"| {times['baseline'] / times['e2former']:.2f} | {memory['e2former'] / 2**20:.1f} "
+                    f"| {memory['baseline'] / 2**20:.1f} | {memory['baseline'] / max(memory['e2former'], 1):.2f} |",
                     flush=True,
                 )
-    print("\nfull model (C=64, 2 layers, K=16), energy + forces")
-    print(f"{'N':>5} {'ms':>10} {'us/atom':>10}")
+    print("\nfull model (C 64, 2 layers, 16 neighbours), energy + forces:")
+    print("| N | ms | µs / atom |")
+    print("| ---: | ---: | ---: |")
     sizes, seconds = [], []
     for n in args.model_sizes:
         elapsed = median_time(make_model_case(n, args.device), args.repeats, args.device)
         sizes.append(n)
         seconds.append(elapsed)
-        print(f"{n:>5} {elapsed * 1e3:>10.1f} {elapsed / n * 1e6:>10.1f}", flush=True)
+        print(f"| {n} | {elapsed * 1e3:.1f} | {elapsed / n * 1e6:.1f} |", flush=True)
     slope = float(np.polyfit(np.log(sizes), np.log(seconds), 1)[0])
 
     def ratio(neighbours: int, kind: int) -> float:
@@ -136,8 +149,8 @@ def main() -> None:
         return values["baseline"] / max(values["e2former"], 1e-12)
 
     print(
-        f"RESULT speedup_n32={ratio(32, 0):.2f} speedup_n64={ratio(64, 0):.2f} mem_ratio_n32={ratio(32, 1):.2f} "
-        f"loglog_slope_vs_atoms={slope:.3f}"
+        f"RESULT layer_speedup_k32_n1024_c128={ratio(32, 0):.2f} layer_speedup_k64_n1024_c128={ratio(64, 0):.2f} "
+        f"layer_memory_ratio_k32_n1024_c128={ratio(32, 1):.2f} model_time_loglog_slope_vs_atoms={slope:.3f}"
     )
 
 

@@ -5,6 +5,9 @@ channel mixing), C = 128, lmax = 2, E = 32 N, float32, forward + backward. Time 
 repeats in this process; peak memory per case in a fresh process (see _bench_utils.py).
 
     python scripts/bench_kernels.py [--sizes 256 1024 4096] [--repeats 5] [--device cpu|cuda]
+    python scripts/bench_kernels.py --smoke --results /tmp/kernels      # seconds: N = 64, one repeat
+
+Results with provenance: ``benchmarks/results/kernels.{json,md}`` (``--results`` elsewhere).
 
 Last line: RESULT agg_speedup_4096=<x> agg_mem_ratio_4096=<x> tp_speedup_4096=<x> (reference / kernel).
 """
@@ -15,6 +18,7 @@ import argparse
 
 import torch
 from _bench_utils import median_time, peak_memory
+from _results import add_result_arguments, recorded
 
 CHANNELS, DEGREES, NEIGHBOURS = 128, (0, 1, 2), 32
 
@@ -78,13 +82,24 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--e3nn-max", type=int, default=1024, help="largest N for the per-edge e3nn rows")
+    add_result_arguments(parser)
     args = parser.parse_args()
+    if args.smoke:
+        args.sizes, args.repeats, args.e3nn_max = [64], 1, 64
+    title = f"Compiled kernels against the PyTorch reference and per-edge e3nn ({args.device})"
+    with recorded("kernels" if args.device == "cpu" else f"kernels_{args.device}", title, args.results):
+        benchmark(args)
+
+
+def benchmark(args) -> None:
     from sciml.equivariant.kernels import load
 
     load(with_cuda=args.device == "cuda")
     kernel = args.device
-    print(f"device={args.device} threads={torch.get_num_threads()} C={CHANNELS} lmax=2 E=32N float32, fwd+bwd")
-    print(f"{'op':<5} {'N':>5} {'method':<10} {'time ms':>10} {'peak MiB':>10} {'ref/method':>10}")
+    print(f"device {args.device}, {torch.get_num_threads()} threads, C = {CHANNELS}, lmax 2, E = 32 N, float32, "
+          "forward + backward:")  # fmt: skip
+    print("| op | N | method | time ms | peak MiB | reference / method |")
+    print("| --- | ---: | --- | ---: | ---: | ---: |")
     results: dict[tuple[str, str, int], tuple[float, int]] = {}
     for op in ("agg", "tp"):
         for n in args.sizes:
@@ -94,7 +109,9 @@ def main() -> None:
                 memory = peak_memory(make_case, (op, method, n, args.device), args.device)
                 results[op, method, n] = (seconds, memory)
                 ratio = results[op, "reference", n][0] / seconds
-                print(f"{op:<5} {n:>5} {method:<10} {seconds * 1e3:>10.2f} {memory / 2**20:>10.1f} {ratio:>10.2f}")
+                print(
+                    f"| {op} | {n} | {method} | {seconds * 1e3:.2f} | {memory / 2**20:.1f} | {ratio:.2f} |", flush=True
+                )
     big = max(args.sizes)
     agg_speedup = results["agg", "reference", big][0] / results["agg", kernel, big][0]
     agg_memory = results["agg", "reference", big][1] / max(results["agg", kernel, big][1], 1)

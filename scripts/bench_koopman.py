@@ -27,6 +27,9 @@ VAMP on the dihedrals (``--alanine-epochs``; 0 skips either).
 
     python scripts/bench_koopman.py                          # full grid, Prinz and alanine: 32 min on 2 CPU cores
     python scripts/bench_koopman.py --quick                  # k 8 and 64, 1 seed, 1500 steps, 4-5 epochs after
+    python scripts/bench_koopman.py --smoke --results /tmp/k  # k 8, 20 steps, 1 epoch: seconds
+
+Results with provenance: ``benchmarks/results/koopman.{json,md}``.
 
 Ends with ``RESULT lora_sval_err_logistic_k20=.. lora_heldout_vampe_logistic=.. dpnet_published_nan_runs=..
 vamp_published_nan_runs=.. alanine_sigma2_heldout=.. alanine_its_ratio_vs_msm=..``: the LoRA (ours) values are
@@ -43,6 +46,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from _results import add_result_arguments, recorded
 
 from sciml.data.systems import NoisyLogisticMap, OrnsteinUhlenbeck, PrinzPotential
 from sciml.koopman import DPNetLoss, KoopmanEstimator, LoRALoss, MLPEncoder, VAMPLoss
@@ -160,21 +164,22 @@ def alanine_rows(epochs: int) -> dict[str, dict[str, float]]:
     rows["dihedral VAMP"]["its_ratio"] = rows["dihedral VAMP"]["its_ps"] / msm_ps
     print(
         f"\nalanine dipeptide, lag {alanine.LAG} frames ({alanine.LAG * alanine.FRAME_PS:g} ps); "
-        f"deeptime MSM (100 k-means states on phi, psi, training frames): slowest timescale {msm_ps:.1f} ps"
-    )
-    print(
-        f"{'model':>16} {'train s':>8} {'sigma2':>7} {'held-out':>8} {'VAMP-E test':>11} {'ITS ps':>7} "
-        f"{'/ MSM':>6} {'CK err':>7} {'CK':>5} {'|corr|':>6}"
+        f"deeptime MSM (100 k-means states on phi, psi, training frames): slowest timescale {msm_ps:.1f} ps:"
     )
     for kind in ("distances", "e2former"):
         estimator, data, seconds = alanine.train(kind, epochs)
         rows[kind] = {**alanine.evaluate(estimator, data, phi, msm_ps), "seconds": seconds}
+    print(
+        "| model | training s | sigma_2 (training) | held-out sigma_2 | VAMP-E test | slowest timescale ps | / MSM "
+        "| CK largest deviation | CK | abs corr(eigenfunction 2, sign phi) |"
+    )
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |")
     for name, row in rows.items():
         ck = "pass" if row.get("ck_passed") == 1.0 else ("fail" if "ck_passed" in row else "-")
         print(
-            f"{name:>16} {row['seconds']:>8.0f} {row['sigma2']:>7.3f} {row['sigma2_heldout']:>8.3f} "
-            f"{row['vampe_heldout']:>11.3f} {row['its_ps']:>7.1f} {row['its_ratio']:>6.3f} "
-            f"{row.get('ck_max_err', float('nan')):>7.3f} {ck:>5} {row.get('corr_sign_phi', float('nan')):>6.3f}",
+            f"| {name} | {row['seconds']:.0f} | {row['sigma2']:.3f} | {row['sigma2_heldout']:.3f} "
+            f"| {row['vampe_heldout']:.3f} | {row['its_ps']:.1f} | {row['its_ratio']:.3f} "
+            f"| {row.get('ck_max_err', float('nan')):.3f} | {ck} | {row.get('corr_sign_phi', float('nan')):.3f} |",
             flush=True,
         )
     return rows
@@ -186,17 +191,19 @@ def prinz_rows(epochs: int) -> None:
     with np.load(ROOT / "data" / "systems" / "prinz_fine.npz") as archive:
         trajectories, dt = list(archive["trajectories"]), float(archive["dt"])
     exact = PrinzPotential(dt=dt).eigenvalues(1, 8).real
-    print(f"\nPrinz potential, lag {dt:g}, k 8, MLP 64-64 tanh, {epochs} epochs, batch 512, Adam 3e-3")
-    print(f"{'':>24}" + "".join(f"{i:>8}" for i in range(1, 9)))
-    print(f"{'exact exp(lag l_i)':>24}" + "".join(f"{v:>8.4f}" for v in exact))
+    print(f"\nPrinz potential, lag {dt:g}, k 8, MLP 64-64 tanh, {epochs} epochs, batch 512, Adam 3e-3:")
+    print("| | " + " | ".join(str(i) for i in range(1, 9)) + " |")
+    print("| --- |" + " ---: |" * 8)
+    print("| exact exp(lag lambda_i) | " + " | ".join(f"{v:.4f}" for v in exact) + " |")
     for nesting in ("seq", "jnt"):
         options = {"hidden": (64, 64), "activation": "tanh"}
         estimator = fit_koopman(
             trajectories, 1, 8, epochs=epochs, batch_size=512, lr=3e-3, loss=LoRALoss(nesting), encoder_options=options
         )
-        print(f"{nesting + ' eigenvalues':>24}" + "".join(f"{v:>8.4f}" for v in estimator.eigenvalues().real.numpy()))
+        eigenvalues = estimator.eigenvalues().real.numpy()
+        print(f"| {nesting}: eigenvalues | " + " | ".join(f"{v:.4f}" for v in eigenvalues) + " |")
         raw = estimator.function_correlations().numpy()
-        print(f"{nesting + ' raw corr(f_i, g_i)':>24}" + "".join(f"{v:>8.4f}" for v in raw))
+        print(f"| {nesting}: raw corr(f_i, g_i) | " + " | ".join(f"{v:.4f}" for v in raw) + " |")
 
 
 def main() -> None:
@@ -209,16 +216,27 @@ def main() -> None:
     parser.add_argument("--alanine-epochs", type=int, default=12, help="0 skips the alanine comparison")
     parser.add_argument("--prinz-epochs", type=int, default=40, help="0 skips the Prinz nesting table")
     parser.add_argument("--quick", action="store_true", help="k 8 and 64, 1 seed, 1500 steps, 4-5 epochs after")
+    add_result_arguments(parser)
     args = parser.parse_args()
+    if args.smoke:
+        args.ks, args.batches, args.seeds, args.steps, args.systems = [8], [96], 1, 20, ["ou", "logistic"]
+        args.alanine_epochs, args.prinz_epochs = min(args.alanine_epochs, 1), min(args.prinz_epochs, 1)
+    title = "Koopman losses as published and as sciml options; Prinz nesting; alanine dipeptide"
+    with recorded("koopman", title, args.results):
+        benchmark(args)
+
+
+def benchmark(args) -> None:
     if args.quick:
         args.ks, args.seeds, args.steps = [8, 64], 1, 1500
         args.alanine_epochs, args.prinz_epochs = min(args.alanine_epochs, 4), min(args.prinz_epochs, 5)
     torch.set_num_threads(max(1, torch.get_num_threads()))
-    print(f"threads={torch.get_num_threads()} steps={args.steps} Adam lr 1e-3, seeds={args.seeds}")
+    print(f"{torch.get_num_threads()} threads, {args.steps} Adam steps at lr 1e-3, medians over {args.seeds} seeds:")
     print(
-        f"{'system':>8} {'loss':>6} {'setting':>9} {'k':>3} {'B':>4} {'sval err':>9} {'VAMP-E test':>11} "
-        f"{'Hausdorff':>9} {'pair err':>9} {'pair r':>7} {'NaN':>4} {'step ms':>8}"
+        "| system | loss | setting | k | batch | top-5 sval err | held-out VAMP-E | Hausdorff | pair err "
+        "| pair err (sigma > 0.1) | NaN runs | step ms |"
     )
+    print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     results: dict[tuple, list[dict]] = {}
     for system in args.systems:
         states, exact_svals, exact_eigs = system_data(system)
@@ -232,9 +250,9 @@ def main() -> None:
                     results[system, setting, k, batch] = rows
                     med = {key: _median([r[key] for r in rows]) for key in rows[0] if key != "nan"}
                     print(
-                        f"{system:>8} {setting[0]:>6} {setting[1]:>9} {k:>3} {batch:>4} {med['sval_err']:>9.4f} "
-                        f"{med['vampe']:>11.4f} {med['hausdorff']:>9.4f} {med['pair_err']:>9.4f} "
-                        f"{med['pair_err_truncated']:>7.4f} {sum(r['nan'] for r in rows):>4} {med['step_ms']:>8.2f}",
+                        f"| {system} | {setting[0]} | {setting[1]} | {k} | {batch} | {med['sval_err']:.4f} "
+                        f"| {med['vampe']:.4f} | {med['hausdorff']:.4f} | {med['pair_err']:.4f} "
+                        f"| {med['pair_err_truncated']:.4f} | {sum(r['nan'] for r in rows)} | {med['step_ms']:.2f} |",
                         flush=True,
                     )
     if args.prinz_epochs:

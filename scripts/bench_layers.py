@@ -24,6 +24,7 @@ import math
 
 import torch
 from _bench_utils import median_time
+from _results import add_result_arguments, recorded
 from bench_e2former import periodic_system
 
 METHODS = ("factorised", "matched", "e3nn")
@@ -104,7 +105,15 @@ def main() -> None:
     parser.add_argument("--channels", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--plot", help="write the speedup plot (PNG) here")
+    add_result_arguments(parser)
     args = parser.parse_args()
+    if args.smoke:
+        args.lmax, args.orders, args.neighbours, args.sizes, args.repeats = [1], [1], [16], [64], 1
+    with recorded("layers", "The Wigner-6j layer against per-edge products (same kernels, and e3nn)", args.results):
+        benchmark(args)
+
+
+def benchmark(args) -> None:
     from sciml.equivariant.kernels import load
 
     load(with_cuda=False)

@@ -1,11 +1,15 @@
 """MD speed of one E2Former in the engines a chemist runs, against its bare call and against peers, on periodic
 fcc Cu boxes (a = 3.61 Å, cutoff 5 Å: 42 neighbours), all in this process and on the same cores.
 
-    python scripts/bench_md.py [--sizes 64 512] [--steps 48] [--dtype float32]
+    python scripts/bench_md.py [--sizes 64 512] [--steps 48] [--dtype float32] [--preset medium]
+    python scripts/bench_md.py --smoke --results /tmp/md      # 64 atoms, 3 steps: checks every engine runs
 
-Model: the architecture of the recommended accuracy config (``configs/e2former/aspirin_md.yaml``: C 64, lmax 2,
-3 layers, 4 heads, order 1, 16 radial Gaussians), untrained weights with a random output head (speed does
-not depend on training). Per MD step (NVE velocity Verlet, 1 fs, 300 K start; seconds per step, medians
+NequIP is an optional peer (``pip install nequip==0.19.1``); without it its columns read ``nan``. Results with
+provenance: ``benchmarks/results/md_engines.{json,md}``.
+
+Model: an E2Former preset (``--preset``, default ``medium``: the defaults, the accuracy benchmark's model),
+untrained weights with a random output head (speed does not depend on training); the boxes of
+``_systems.py``. Per MD step (NVE velocity Verlet, 1 fs, 300 K start; seconds per step, medians
 where repeated):
 - bare: one ``SciMLCalculator`` energy + forces (+ stress: the box is periodic) call on fixed positions;
 - ``sciml md``: :func:`sciml.calculators.md.run_md` (what ``sciml md`` runs: ASE, trajectory every 10 steps);
@@ -36,21 +40,18 @@ import time
 from pathlib import Path
 
 import ase.io
-import numpy as np
 import torch
 from _bench_utils import calculator_seconds, nequip_calculator, verlet_seconds
-from ase.build import bulk
-from ase.md.velocitydistribution import MaxwellBoltzmannDistribution
+from _results import add_result_arguments, recorded
+from _systems import cu_crystal, e2former
 
 from sciml.calculators import SciMLCalculator
 from sciml.calculators.md import MDSettings, run_md
 from sciml.commands.serve import connect
 from sciml.interfaces.lammps import LammpsPotential, load_lammps, write_data
-from sciml.models import E2Former
 from sciml.models.baselines import use_edge_convolutions
-from sciml.testing import randomise_output_head
 
-REPEATS = {64: (2, 2, 4), 512: (4, 4, 8), 2048: (8, 8, 8)}
+SIZES = (64, 512, 2048)  # atoms of the fcc Cu boxes
 IPI_INPUT = """<simulation verbosity='quiet' safe_stride='100000'>
   <output prefix='simulation'><properties stride='1' filename='out'> [ step, potential ] </properties></output>
   <total_steps> {steps} </total_steps>
@@ -65,12 +66,6 @@ IPI_INPUT = """<simulation verbosity='quiet' safe_stride='100000'>
   </system>
 </simulation>
 """
-
-
-def cu_box(n_atoms: int):
-    atoms = bulk("Cu", "fcc", a=3.61, cubic=True).repeat(REPEATS[n_atoms])
-    MaxwellBoltzmannDistribution(atoms, temperature_K=300, rng=np.random.default_rng(0))
-    return atoms
 
 
 def bare_seconds(calculator, atoms, repeats: int) -> float:
@@ -133,27 +128,40 @@ def lammps_seconds(calculator, atoms, steps: int, folder: Path) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", type=int, nargs="+", default=[64, 512], choices=sorted(REPEATS))
+    parser.add_argument("--sizes", type=int, nargs="+", default=[64, 512], choices=SIZES)
     parser.add_argument("--steps", type=int, default=48, help="MD steps per engine and size")
-    parser.add_argument("--channels", type=int, default=64)
-    parser.add_argument("--lmax", type=int, default=2)
-    parser.add_argument("--layers", type=int, default=3)
+    parser.add_argument("--preset", default="medium", choices=["small", "medium", "large"])
     parser.add_argument("--cutoff", type=float, default=5.0)
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    add_result_arguments(parser)
     args = parser.parse_args()
-    torch.manual_seed(0)
-    model = E2Former([29], cutoff=args.cutoff, channels=args.channels, lmax=args.lmax, layers=args.layers, heads=4,
-                     order=1, radial_basis=16, avg_neighbours=42.0)  # fmt: skip
-    model = randomise_output_head(model).eval()
+    if args.smoke:
+        args.sizes, args.steps = [64], 3
+    with recorded("md_engines", "MD speed of one E2Former in ASE, i-PI and LAMMPS, against its peers", args.results):
+        benchmark(args)
+
+
+def optional_nequip(model, cutoff: float, dtype: str):
+    """NequIP with the model's irreps and depth, or (None, 0) when nequip is not installed."""
+    try:
+        calculator, peer = nequip_calculator(
+            ["Cu"], cutoff, model.config["layers"], model.config["lmax"], model.config["channels"], dtype,
+            avg_neighbours=42.0,
+        )  # fmt: skip
+    except ImportError as error:
+        print(f"NequIP not measured ({error}; pip install nequip==0.19.1)")
+        return None, 0
+    return calculator, sum(p.numel() for p in peer.parameters())
+
+
+def benchmark(args) -> None:
+    model = e2former(args.preset, species=[29], cutoff=args.cutoff, avg_neighbours=42.0)
     edge_model = use_edge_convolutions(copy.deepcopy(model)).eval()
-    nequip, nequip_model = nequip_calculator(
-        ["Cu"], args.cutoff, args.layers, args.lmax, args.channels, args.dtype, avg_neighbours=42.0
-    )
-    count = lambda module: sum(p.numel() for p in module.parameters())  # noqa: E731
-    print(f"Cu fcc, cutoff {args.cutoff} Å (~42 neighbours); E2Former C {args.channels}, lmax {args.lmax}, "
-          f"{args.layers} layers ({count(model)} parameters); NequIP same irreps ({count(nequip_model)} "
-          f"parameters); {args.dtype}, {torch.get_num_threads()} threads, {args.steps} steps per engine; "
-          "seconds per step")  # fmt: skip
+    nequip, nequip_parameters = optional_nequip(model, args.cutoff, args.dtype)
+    parameters = sum(p.numel() for p in model.parameters())
+    print(f"Cu fcc, cutoff {args.cutoff} Å (~42 neighbours); E2Former {args.preset} ({parameters} parameters); "
+          f"NequIP same irreps ({nequip_parameters} parameters); {args.dtype}, {torch.get_num_threads()} threads, "
+          f"{args.steps} steps per engine; seconds per step:")  # fmt: skip
     print(
         "| atoms | bare call | sciml md (ASE) | i-PI | LAMMPS | ASE / i-PI / LAMMPS overhead | NequIP (ASE) "
         "| e3nn per edge (ASE) | vs NequIP | vs per edge |"
@@ -161,7 +169,7 @@ def main() -> None:
     print("| ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |")
     rows = {}
     for n in args.sizes:
-        atoms = cu_box(n)
+        atoms = cu_crystal(n)
         calculator = SciMLCalculator(model, dtype=args.dtype, skin=0.5)
         with tempfile.TemporaryDirectory() as tmp:
             folder = Path(tmp)
@@ -171,7 +179,7 @@ def main() -> None:
                 "ipi": ipi_seconds(calculator, atoms, args.steps, folder),
                 "lammps": lammps_seconds(calculator, atoms, args.steps, folder),
             }
-        row["nequip"] = verlet_seconds(nequip, atoms, args.steps)
+        row["nequip"] = verlet_seconds(nequip, atoms, args.steps) if nequip is not None else float("nan")
         row["edge"] = verlet_seconds(SciMLCalculator(edge_model, dtype=args.dtype, skin=0.5), atoms, args.steps)
         rows[n] = row
         overheads = "/".join(f"{row[k] / row['bare']:.3f}" for k in ("ase", "ipi", "lammps"))

@@ -1,7 +1,7 @@
 """Float32 force precision of E2Former on periodic boxes of growing size, with and without local frames.
 
-Carbon on an fcc lattice (a = 3.61 Å, rattled by 0.05 Å), cutoff 5 Å (~42 neighbours), one random-weight
-E2Former (C 32, lmax 2, 2 layers, the defaults otherwise) built three times with the same weights: the
+fcc Cu boxes (``_systems.py``: a = 3.61 Å, rattled by 0.05 Å), cutoff 5 Å (~42 neighbours), one random-weight
+E2Former (the ``small`` preset: C 32, 2 layers, the defaults otherwise) built three times with the same weights: the
 default local frames (``frame_size`` = 2 x cutoff), frames of 4 x cutoff (boxes under 40 Å keep one frame),
 and one centred frame per structure (``frame_size=inf``, the behaviour before local frames). Per box:
 
@@ -16,6 +16,9 @@ Then the cost at 4000 atoms: full-model float32 energy + forces (the variants ti
 memory (fresh process), sender images, and one attention layer forward + backward.
 
     python scripts/bench_precision.py [--sizes 3 6 10 13 20]   # fcc repeats: 108 ... 32000 atoms
+    python scripts/bench_precision.py --smoke --results /tmp/precision     # 4 and 32 atoms, seconds
+
+Results with provenance: ``benchmarks/results/precision.{json,md}``.
 
 Last line: RESULT f32_force_rel_err_4000=<x> f32_error_growth_108_to_<N>=<x> time_ratio_local_frames=<x>
 (plus the arithmetic-error keys), N the largest box that fitted in memory (boxes are skipped when the
@@ -32,6 +35,8 @@ import time
 
 import torch
 from _bench_utils import median_time, peak_memory
+from _results import add_result_arguments, recorded
+from _systems import cu_crystal, e2former
 
 CUTOFF = 5.0
 # label -> frame_size: the default (2 x cutoff), frames of 4 x cutoff, and one centred frame per structure
@@ -39,20 +44,11 @@ VARIANTS = {"default": None, "4xcut": 4 * CUTOFF, "centred": math.inf}
 
 
 def box(repeat: int):
-    from ase.build import bulk
-
-    atoms = bulk("C", "fcc", a=3.61, cubic=True).repeat((repeat, repeat, repeat))
-    atoms.rattle(0.05, seed=1)
-    return atoms
+    return cu_crystal(4 * repeat**3)
 
 
 def make_model(frame_size: float | None, dtype: torch.dtype):
-    from sciml.models import E2Former
-    from sciml.testing import randomise_output_head
-
-    torch.manual_seed(0)
-    model = E2Former([6], cutoff=CUTOFF, channels=32, lmax=2, layers=2, frame_size=frame_size)
-    return randomise_output_head(model).to(dtype).eval()
+    return e2former("small", species=[29], cutoff=CUTOFF, frame_size=frame_size).to(dtype)
 
 
 def forces(model, batch) -> torch.Tensor:
@@ -163,7 +159,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[3, 6, 10, 13, 20], help="fcc cubic repeats")
     parser.add_argument("--repeats", type=int, default=7)
+    add_result_arguments(parser)
     args = parser.parse_args()
+    if args.smoke:
+        args.sizes, args.repeats = [1, 2], 1
+    with recorded("precision", "Float32 force precision on growing boxes, with and without local frames", args.results):
+        benchmark(args)
+
+
+def benchmark(args) -> None:
     torch.set_num_threads(2)
     rows = precision_rows(args.sizes)
 
@@ -203,6 +207,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    start = time.perf_counter()
     main()
-    print(f"# {time.perf_counter() - start:.0f} s")

@@ -1,12 +1,11 @@
 """The full E2Former against MACE and NequIP, side by side on the same cores: energy + forces per call and MD
-steps per second through each model's ASE calculator, on aspirin (21 atoms) and carbon-filled fcc boxes of
-512 and 4096 atoms (a = 3.61 Å, cutoff 5 Å, ~43 neighbours), float32.
+steps per second through each model's ASE calculator, on the systems of ``_systems.py``: aspirin (21 atoms) and
+fcc Cu boxes of 512 and 4096 atoms (a = 3.61 Å, cutoff 5 Å, ~42 neighbours), float32.
 
-Models: the architectures the accuracy benchmark compares (``scripts/bench_accuracy.py``): E2Former as
-``configs/e2former/aspirin_md.yaml`` defines it (read from the file: C 64, lmax 2, 3 layers, shared edge trunk
-of width 32), which has 0.80x MACE's force error (MACE 0.3.16: 64x0e + 64x1o, L 1, 2 interactions, correlation
-3) at 40 training minutes each, so the E2Former/MACE ratio is speed at better-than-equal accuracy; and the same
-E2Former with per-layer edge MLPs (the former config), and the recommended one with its layers compiled
+Models: the architectures the accuracy benchmark compares (``scripts/bench_accuracy.py``): E2Former's defaults
+(C 64, lmax 2, 3 layers, shared edge trunk of width 32; MACE 0.3.16: 64x0e + 64x1o, L 1, 2 interactions,
+correlation 3), so the E2Former/MACE ratio is speed at the accuracy of ``benchmarks/results/accuracy_vs_mace_*``;
+the same E2Former with per-layer edge MLPs (the former config), and with its layers compiled
 (``SciMLCalculator(compile=True)``, inductor; compiled in the warm-up calls). NequIP 0.19.1 with E2Former's irreps
 (64x0e + 64x1o + 64x2e), 3 layers, as a second peer (not in the accuracy benchmark). Untrained weights (speed
 does not depend on them).
@@ -17,14 +16,16 @@ calls after warm-up calls, MD = ASE velocity Verlet (1 fs), peak RSS of the proc
 
     python scripts/bench_speed.py                    # ~15 min on 2 CPU cores
     python scripts/bench_speed.py --sizes molecule 512
+    python scripts/bench_speed.py --smoke --results /tmp/speed    # E2Former on aspirin only, seconds
 
-Then the per-edge multiply-adds of the recommended architecture against the same architecture as E2Former
+Then the per-edge multiply-adds of the default architecture against the same architecture as E2Former
 computed it before the per-edge work was cut, and one case of ``bench_layers.py`` (the kernel-matched layer).
+Results with provenance: ``benchmarks/results/speed.{json,md}``.
 
-Last line: ``RESULT md_speedup_vs_mace_20=<x> md_speedup_vs_mace_512=<x> call_speedup_vs_mace_4096=<x>
-layer_speedup_lmax3_k64_matched=<x> edge_macs_ratio_vs_before=<x>`` (the recommended E2Former over MACE; the
-per-edge layer's time over the factorised layer's with the same kernels; per-edge multiply-adds now / before,
-below 1 is less work).
+Last line: ``RESULT md_speedup_vs_mace_aspirin21=<x> md_speedup_vs_mace_cu512=<x> call_speedup_vs_mace_cu4096=<x>
+layer_speedup_lmax3_k64_matched=<x> edge_macs_ratio_vs_before=<x>`` (E2Former over MACE; the per-edge layer's
+time over the factorised layer's with the same kernels; per-edge multiply-adds now / before, below 1 is less
+work).
 """
 
 from __future__ import annotations
@@ -34,8 +35,10 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
+from _results import add_result_arguments, recorded
 from bench_accuracy import mace_python
 
 SCRIPTS = Path(__file__).resolve().parent
@@ -50,8 +53,8 @@ E2FORMER_ROWS = {
 KINDS = (*E2FORMER_ROWS, "mace", "nequip")
 
 
-def measure(kind: str, name: str, threads: int, dtype: str) -> dict:
-    calls, warm, steps = PLAN[name]
+def measure(kind: str, name: str, threads: int, dtype: str, smoke: bool = False) -> dict:
+    calls, warm, steps = (2, 1, 3) if smoke else PLAN[name]
     python = str(mace_python()) if kind == "mace" else sys.executable
     worker = "e2former" if kind in E2FORMER_ROWS else kind
     command = [python, str(SCRIPTS / "_speed_worker.py"), "--kind", worker, "--system", name, "--calls", str(calls)]
@@ -65,10 +68,11 @@ def measure(kind: str, name: str, threads: int, dtype: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def layer_speedup(threads: int) -> float:
+def layer_speedup(threads: int, smoke: bool) -> float:
     """``bench_layers.py``'s kernel-matched speedup at lmax 3, order 1, K 64, 1024 atoms (one case)."""
     command = [sys.executable, str(SCRIPTS / "bench_layers.py"), "--lmax", "3", "--orders", "1"]
-    command += ["--neighbours", "64", "--sizes", "1024"]
+    command += ["--neighbours", "64", "--sizes", "1024"] if not smoke else ["--neighbours", "16", "--sizes", "64"]
+    command += ["--repeats", "1" if smoke else "3", "--results", tempfile.mkdtemp()]  # its own files: not ours
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     done = subprocess.run(command, env=env, capture_output=True, text=True, cwd=SCRIPTS)
     if done.returncode:
@@ -81,14 +85,13 @@ def layer_speedup(threads: int) -> float:
 def edge_work() -> tuple[dict, dict]:
     """Per-edge multiply-adds of the recommended architecture, and of the same architecture as E2Former
     computed it before the per-edge work was cut (per-layer edge MLPs of width C on the (E, 3R) features)."""
-    from _speed_worker import SPECIES, recommended_architecture
+    from _systems import SPECIES
 
     from sciml.models import E2Former
     from sciml.models.e2former.cost import edge_multiply_adds
 
-    architecture = recommended_architecture()
-    before = {**architecture, "edge_network": "per_layer", "edge_hidden": None}
-    return edge_multiply_adds(E2Former(SPECIES, **architecture)), edge_multiply_adds(
+    before = {"edge_network": "per_layer", "edge_hidden": None}
+    return edge_multiply_adds(E2Former(SPECIES)), edge_multiply_adds(
         E2Former(SPECIES, **before), per_pair_first_layers=False
     )
 
@@ -99,13 +102,21 @@ def main() -> None:
     parser.add_argument("--kinds", nargs="+", default=list(KINDS), choices=KINDS)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    add_result_arguments(parser)
     args = parser.parse_args()
+    if args.smoke:
+        args.sizes, args.kinds = ["molecule"], ["e2former"]
+    with recorded("speed", "The full E2Former against MACE and NequIP (energy + forces, MD)", args.results):
+        benchmark(args)
+
+
+def benchmark(args) -> None:
     rows: dict[tuple[str, str], dict] = {}
     for name in args.sizes:
         for kind in args.kinds:
-            rows[kind, name] = row = measure(kind, name, args.threads, args.dtype)
+            rows[kind, name] = row = measure(kind, name, args.threads, args.dtype, args.smoke)
             print(f"# {kind} on {name}: {json.dumps(row)}", flush=True)
-    print(f"\n{args.dtype}, {args.threads} threads; seconds per energy + forces call (median), MD steps/s, peak RSS")
+    print(f"\n{args.dtype}, {args.threads} threads; seconds per energy + forces call (median), MD steps/s, peak RSS:")
     print("| system | atoms | model | parameters | s / call | MD steps/s | peak RSS MiB | speed-up of e2former |")
     print("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |")
     for (kind, name), row in rows.items():
@@ -130,11 +141,11 @@ def main() -> None:
     for part in after:
         print(f"| {part} | {before[part]} | {after[part]} |")
     print("\nkernel-matched layer (bench_layers.py, lmax 3, order 1, K 64, 1024 atoms):")
-    matched = layer_speedup(args.threads)
+    matched = layer_speedup(args.threads, args.smoke)
     print(
-        f"RESULT md_speedup_vs_mace_20={speedup('molecule', 'md_steps_per_s'):.2f} "
-        f"md_speedup_vs_mace_512={speedup('512', 'md_steps_per_s'):.2f} "
-        f"call_speedup_vs_mace_4096={speedup('4096', 'call_s'):.2f} "
+        f"RESULT md_speedup_vs_mace_aspirin21={speedup('molecule', 'md_steps_per_s'):.2f} "
+        f"md_speedup_vs_mace_cu512={speedup('512', 'md_steps_per_s'):.2f} "
+        f"call_speedup_vs_mace_cu4096={speedup('4096', 'call_s'):.2f} "
         f"layer_speedup_lmax3_k64_matched={matched:.2f} "
         f"edge_macs_ratio_vs_before={after['total'] / before['total']:.3f}"
     )

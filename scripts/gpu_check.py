@@ -4,7 +4,7 @@ errors (float64: values, first and second derivatives) and timings (kernel vs re
     python scripts/gpu_check.py            # about 6-10 minutes on one GPU, most of it compiling
 
 Then the full-model table: E2Former (eager, compiled, compiled with CUDA graphs over fixed-capacity neighbour
-buffers) against MACE on the same GPU, aspirin and carbon boxes of 4096 and 32768 atoms.
+buffers) against MACE on the same GPU, aspirin and fcc Cu boxes of 4096 and 32768 atoms (scripts/_systems.py).
 
 It exits non-zero if a check fails. On a machine without a GPU it says so and exits 2.
 """

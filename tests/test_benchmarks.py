@@ -1,0 +1,51 @@
+"""Every benchmark script runs in its ``--smoke`` mode (tiny sizes, the same code path) and writes its results
+files with provenance, so a broken script, or a printed command that no longer works, fails here."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+SCRIPTS = ROOT / "scripts"
+# script -> (results file stem, extra arguments); each gets --smoke --results <tmp> (and its work folder in tmp)
+SMOKE = {
+    "bench_kernels.py": ("kernels", []),
+    "bench_layers.py": ("layers", []),
+    "bench_e2former.py": ("attention_layer", []),
+    "bench_precision.py": ("precision", []),
+    "bench_data.py": ("data", ["--workdir", "{tmp}/work"]),
+    "bench_md.py": ("md_engines", []),
+    "bench_speed.py": ("speed", []),
+    "bench_koopman.py": ("koopman", []),
+    "bench_presets.py": ("presets", ["--presets", "small", "--out", "{tmp}/work"]),
+    "bench_accuracy.py": ("accuracy_vs_mace_40min_smoke", ["--out", "{tmp}/work"]),
+}
+
+
+def test_every_benchmark_script_has_a_smoke_run():
+    assert sorted(p.name for p in SCRIPTS.glob("bench_*.py")) == sorted(SMOKE)
+
+
+@pytest.mark.parametrize("script", sorted(SMOKE), ids=[s.removesuffix(".py") for s in sorted(SMOKE)])
+def test_benchmark_smoke_run_writes_results_with_provenance(script, tmp_path):
+    stem, extra = SMOKE[script]
+    command = [sys.executable, str(SCRIPTS / script), "--smoke", "--results", str(tmp_path)]
+    command += [argument.format(tmp=tmp_path) for argument in extra]
+    environment = {**os.environ, "OMP_NUM_THREADS": "2", "MPLBACKEND": "Agg"}
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600, env=environment)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-5000:]
+    assert result.stdout.strip().splitlines()[-1].startswith("RESULT "), result.stdout[-2000:]
+    record = json.loads((tmp_path / f"{stem}.json").read_text())
+    provenance = record["provenance"]
+    assert script in provenance["command"].split()[0] and "--smoke" in provenance["command"]
+    assert provenance["commit"] and provenance["machine"]["cores"]
+    assert provenance["packages"]["torch"] and provenance["wall_seconds"] > 0
+    assert record["result"], "no RESULT values recorded"
+    markdown = (tmp_path / f"{stem}.md").read_text()
+    assert markdown.startswith("# ") and "| --- |" in markdown.replace("---:", "---") and "`RESULT " in markdown
