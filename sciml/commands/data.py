@@ -1,4 +1,4 @@
-"""``sciml data prepare``: write a frame store for out-of-core training (:mod:`sciml.data.frame_store`).
+"""``sciml data prepare``: write a frame store for out-of-core training (:mod:`sciml.data.frame_store`)::
 
     sciml data prepare --train_paths train.extxyz --val_paths valid.extxyz --test_paths test.extxyz \\
         --energy_key REF_energy --forces_key REF_forces --output runs/data/mydata.h5

@@ -27,7 +27,7 @@ class ArrayDataModule(SplitDataModule):
         lagtime: lag in sampling steps.
         split: (train, val, test) fractions, dealt by ``split_mode`` (``"auto"``: whole trajectories when there
             are several, else contiguous blocks; ``"trajectory"``, ``"contiguous"``; see :mod:`sciml.data.splits`).
-        batch_size / eval_batch_size: pairs per training batch (the last incomplete one is dropped) /
+        batch_size: pairs per training batch (the last incomplete one is dropped); ``eval_batch_size``: per
             evaluation batch. num_workers: dataloader worker processes.
     """
 

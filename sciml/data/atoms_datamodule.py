@@ -25,7 +25,7 @@ class AtomsDataModule(SplitDataModule):
 
     Args:
         paths: a ``.traj``/extxyz/``.db`` file, a folder of them, or a list of either, dealt to the splits by
-            ``split``. Or, instead, ``train_paths`` / ``val_paths`` / ``test_paths``: explicit splits, each
+            ``split``. Or, instead, ``train_paths``, ``val_paths`` and ``test_paths``: explicit splits, each
             file whole in the split it is named for (the three files most datasets ship as). Or ``prepared``:
             an HDF5 frame store written by ``sciml data prepare`` (:mod:`sciml.data.frame_store`), streamed
             from disk frame by frame for data larger than memory; its split and training statistics are the
@@ -39,8 +39,11 @@ class AtomsDataModule(SplitDataModule):
             ``"trajectory"``, ``"contiguous"`` or ``"random"`` (seeded, frame by frame: for files of independent
             configurations; refused with ``lagtime``). See :mod:`sciml.data.splits`.
         seed: split seed, recorded in ``split_record`` and the checkpoint.
-        batch_size / eval_batch_size: structures (or pairs) per batch for training / evaluation.
-        energy_key, forces_key, stress_key: ``atoms.info``/``atoms.arrays`` keys; default: calculator results.
+        batch_size: structures (or pairs) per training batch.
+        eval_batch_size: structures (or pairs) per evaluation batch.
+        energy_key: ``atoms.info`` key of the energy (eV); default: the calculator's results.
+        forces_key: ``atoms.arrays`` key of the forces (eV/Å); default: the calculator's results.
+        stress_key: ``atoms.info`` key of the stress (eV/Å^3); default: the calculator's results.
         predict_paths: files for ``sciml predict`` (every frame, in order, labels optional).
         neighbour_backend: ``"vesin"``, ``"torch"`` or ``"torch_cluster"``.
         energy_reference: per-element reference energies linked into the model: ``"least_squares"`` (fitted to
@@ -112,7 +115,7 @@ class AtomsDataModule(SplitDataModule):
     # --- frames (read lazily: the CLI links species / energy reference before Lightning calls setup) ---
     @cached_property
     def frames(self) -> MemoryFrames | FrameStore:
-        """The frame source: files read into memory, or the prepared store streamed from disk."""
+        """The frames, read into memory from the files or streamed from disk from the prepared store."""
         if self.prepared is not None:
             return FrameStore(self.prepared, self._species_arg, self.required, self.lagtime)
         return MemoryFrames(
@@ -147,7 +150,7 @@ class AtomsDataModule(SplitDataModule):
 
     @property
     def split_record(self) -> dict:
-        """Which trajectory ranges went where, with the seed: enough to reproduce the split."""
+        """Which trajectory ranges went where, and the seed (enough to reproduce the split)."""
         return self.frames.split_record
 
     @cached_property

@@ -15,7 +15,7 @@ class AtomicOutput:
     """``with AtomicOutput(path) as temporary: write(temporary)`` -> ``path`` appears complete, or not at all.
 
     Outside a ``with`` block (a writer whose start and end are separate hooks): write to ``temporary``, then
-    call :meth:`commit` or :meth:`discard`.
+    call :meth:`~sciml.data.files.AtomicOutput.commit` or :meth:`~sciml.data.files.AtomicOutput.discard`.
 
     Raises:
         FileExistsError: ``path`` exists and ``overwrite`` is false; the message names ``path`` and ``option``
@@ -30,9 +30,11 @@ class AtomicOutput:
         self.temporary = self.path.with_name(f".{self.path.stem}.partial-{os.getpid()}{self.path.suffix}")
 
     def commit(self) -> None:
+        """Move the finished temporary file to ``path`` (atomic on one file system)."""
         os.replace(self.temporary, self.path)
 
     def discard(self) -> None:
+        """Delete the temporary file: ``path`` stays as it was."""
         self.temporary.unlink(missing_ok=True)
 
     def __enter__(self) -> Path:

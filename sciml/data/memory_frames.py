@@ -31,9 +31,10 @@ class MemoryFrames:
     """Validated frames of ``paths`` (dealt to splits) or of explicit ``{train, val, test}`` paths.
 
     Args:
-        paths / explicit: one or the other (the data module checks).
+        paths: the files dealt by ``split``, or ``explicit``: the files per split (the data module checks that
+            exactly one is given).
         species: atomic numbers the model knows, or ``None`` for those in the data.
-        keys / required: label keys and the labels every (non-isolated-atom) frame must carry.
+        keys: label keys; ``required``: the labels every (non-isolated-atom) frame must carry.
         lagtime: checked against every trajectory's length when given.
         split, seed, split_mode: how ``paths`` are dealt (:func:`~sciml.data.splits.split_segments`).
     """
@@ -87,7 +88,7 @@ class MemoryFrames:
 
     @property
     def split_record(self) -> dict:
-        """Which trajectory ranges went where, with the seed: enough to reproduce the split."""
+        """Which trajectory ranges went where, and the seed (enough to reproduce the split)."""
         return {
             "seed": self.seed,
             "mode": self.split_mode if self.explicit is None else "explicit files",

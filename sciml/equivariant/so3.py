@@ -1,6 +1,7 @@
 """SO(3) utilities in e3nn conventions: real spherical and solid harmonics, Clebsch-Gordan, Wigner-6j.
 
 Conventions (fixed once, used everywhere):
+
 - Features of degree l have 2l + 1 components in e3nn's real basis (l = 1 is (x, y, z)); spherical
   harmonics use ``normalization="component"`` (|Y^l(r̂)|^2 = 2l + 1).
 - Coupling [x ⊗ y]^l3 uses unitary Clebsch-Gordan coefficients C = sqrt(2 l3 + 1) * e3nn ``wigner_3j``,

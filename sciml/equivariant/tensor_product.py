@@ -7,6 +7,7 @@ same output block. The same table yields the sparse coefficient list used by the
 ``sciml::cg_contract`` kernel.
 
 Builders for the E2Former (the Wigner-6j convolution; edge vector r_ij = r_j - r_i):
+
 - :func:`coupling_table`: x ⊗ P^L -> one block per path (a, L -> J), grouped by J for channel mixing;
 - :func:`expansion_table`: h ⊗ P^b -> every (a, d) block, unweighted, no reduction ("X_j^(b)");
 - :func:`recoupling_table`: (sum_j alpha X_j^(b)) ⊗ P^(L-b)(r_i) -> the (a, L -> J) blocks, with the
@@ -78,7 +79,7 @@ class CGTable:
 
     @property
     def nonzeros(self) -> int:
-        """Nonzero CG coefficients: multiply-adds per channel of one contraction."""
+        """The number of nonzero CG coefficients, i.e. multiply-adds per channel of one contraction."""
         return len(self._entries[3])
 
     def sparse(self, dtype: torch.dtype, device: torch.device) -> tuple[torch.Tensor, ...]:

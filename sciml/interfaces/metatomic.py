@@ -68,7 +68,8 @@ with _unpatched_index_select():
 
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
-TOLERANCE = {torch.float32: 1e-4, torch.float64: 1e-9}  # relative, energy and forces, trace vs Python
+#: Largest relative difference of energies and forces between the traced model and the Python one, per dtype.
+TOLERANCE = {torch.float32: 1e-4, torch.float64: 1e-9}
 
 
 class ExportError(RuntimeError):
@@ -193,7 +194,7 @@ def energies_and_forces(module, inputs: tuple[torch.Tensor, ...]) -> tuple[torch
 
 def check_trace(traced, eager: nn.Module, atoms: Atoms, cutoff: float, dtype: torch.dtype) -> float:
     """Largest relative difference of per-atom energies and forces between the trace and the Python model
-    on ``atoms``; raises :class:`ExportError` above :data:`TOLERANCE`."""
+    on ``atoms``; raises :class:`ExportError` above :data:`~sciml.interfaces.metatomic.TOLERANCE`."""
     inputs = energy_inputs(atoms, cutoff, dtype)
     expected = energies_and_forces(eager, inputs)
     got = energies_and_forces(traced, inputs)

@@ -55,12 +55,12 @@ class CCA:
 
     @property
     def aligned_left(self) -> torch.Tensor:
-        """A_f = Sigma^{1/2} U^T M_f^{-1/2}: phi(x) = A_f f(x) with sqrt(sigma) folded in."""
+        """The matrix ``A_f = Sigma^{1/2} U^T M_f^{-1/2}`` with ``phi(x) = A_f f(x)`` (sqrt(sigma) folded in)."""
         return self.singular_values.sqrt()[:, None] * self.left
 
     @property
     def aligned_right(self) -> torch.Tensor:
-        """A_g = Sigma^{1/2} V^T M_g^{-1/2}: psi(x') = A_g g(x')."""
+        """The matrix ``A_g = Sigma^{1/2} V^T M_g^{-1/2}`` with ``psi(x') = A_g g(x')``."""
         return self.singular_values.sqrt()[:, None] * self.right
 
 

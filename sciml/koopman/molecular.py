@@ -22,12 +22,17 @@ class MolecularEncoder(nn.Module):
     ``sciml fit``.
 
     Args:
-        species: atomic numbers. cutoff: neighbour radius in Å. output_dim: learned functions (k - 1).
-        channels, lmax, layers, heads, radial_basis, avg_neighbours, backend, parity, norm, edge_degree_scaling,
-            edge_network, edge_hidden, radial: E2Former backbone settings (``parity=False``: rotation-invariant only, so
-            pseudo-scalars such as the handedness of a chiral centre are directly available; per-layer edge
-            networks of width C and Gaussians: the backbone's settings before the shared trunk and Bessel basis).
-        hidden: widths of the MLP head. pooling: ``"mean"`` or ``"sum"`` over the atoms of a structure.
+        species: atomic numbers.
+        cutoff: neighbour radius in Å.
+        output_dim: learned functions (k - 1).
+        channels: E2Former backbone width; like ``lmax``, ``layers``, ``heads``, ``radial_basis``,
+            ``avg_neighbours``, ``backend``, ``parity``, ``norm``, ``edge_degree_scaling``, ``edge_network``,
+            ``edge_hidden`` and ``radial``, a backbone setting of :class:`~sciml.models.E2Former`
+            (``parity=False``: rotation-invariant only, so pseudo-scalars such as the handedness of a chiral
+            centre are directly available; per-layer edge networks of width C and Gaussians: the backbone's
+            settings before the shared trunk and Bessel basis).
+        hidden: widths of the MLP head.
+        pooling: ``"mean"`` or ``"sum"`` over the atoms of a structure.
         normalize: standardise the pooled features over the frames (``BatchNorm1d`` without affine
             parameters; running statistics in evaluation) before the head. Pooled features of one molecule
             vary by ~2 % of their mean across its frames (alanine dipeptide, untrained backbone), so without

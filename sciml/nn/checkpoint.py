@@ -3,8 +3,8 @@
 A module is saveable when its ``__init__`` is decorated with :func:`records_config`, which keeps the
 constructor arguments in ``module.config``; the spec plus a state dict rebuilds it, and
 :func:`read_checkpoint` loads files with ``torch.load(weights_only=True)``. Checkpoints carry a format version
-(``sciml_format_version``): an older one is upgraded one version at a time (:data:`SPEC_UPGRADES`), a newer
-one is refused with both versions named.
+(``sciml_format_version``): an older one is upgraded one version at a time
+(:data:`~sciml.nn.checkpoint.SPEC_UPGRADES`), a newer one is refused with both versions named.
 """
 
 from __future__ import annotations
@@ -74,6 +74,7 @@ def module_spec(module: nn.Module) -> dict:
     return {"class_path": f"{kind.__module__}.{kind.__qualname__}", "init_args": dict(config)}
 
 
+#: Classes a checkpoint may rebuild (by ``class_path``); :func:`register_saveable` adds one.
 SAVEABLE_CLASSES = {
     "sciml.models.e2former.model.E2Former",
     "sciml.koopman.encoders.MLPEncoder",
@@ -119,8 +120,9 @@ def _from_version_1(spec: dict) -> dict:
     return {**spec, "init_args": {**defaults, **spec.get("init_args", {})}}
 
 
-# version n -> n + 1 of a model spec, applied in turn from the checkpoint's version to FORMAT_VERSION: a change
-# to a constructor that alters what an old spec builds adds a version and one function here
+#: Upgrades of a model spec from format version n to n + 1, applied in turn from the checkpoint's version to
+#: ``FORMAT_VERSION``: a change to a constructor that alters what an old spec builds adds a version and one
+#: function here.
 SPEC_UPGRADES: dict[int, Callable[[dict], dict]] = {1: _from_version_1}
 
 
@@ -146,7 +148,8 @@ def upgraded_spec(spec: dict, version: int) -> dict:
 
 def build_module(spec: dict, source: str | Path, version: int = FORMAT_VERSION) -> nn.Module:
     """Instantiate ``spec``, written at format ``version`` (see :func:`format_version`; upgraded first): only
-    classes in :data:`SAVEABLE_CLASSES` (see :func:`register_saveable`), and only with ``init_args`` that bind
+    classes in :data:`~sciml.nn.checkpoint.SAVEABLE_CLASSES` (see :func:`register_saveable`), and only with
+    ``init_args`` that bind
     to the constructor and stay within sane bounds (a crafted file must not call arbitrary code or allocate
     without limit). ``source`` names the file in errors."""
     class_path = spec.get("class_path", "") if isinstance(spec, dict) else ""

@@ -1,7 +1,7 @@
 """Test helpers shipped with the package: structures, rigid motions, and the energy-model test mixin.
 
-Importing ``sciml.testing`` needs no pytest; only :class:`EnergyModelTests` (a pytest mixin) does, and it
-is imported on first access.
+Importing ``sciml.testing`` needs no pytest; only :class:`~sciml.testing.model_tests.EnergyModelTests` (a
+pytest mixin) does, and it is imported on first access.
 """
 
 from sciml.testing.structures import (

@@ -67,6 +67,7 @@ def permuted(batch: Batch, permutation: torch.Tensor) -> Batch:
 
 
 def with_dtype(batch: Batch, dtype: torch.dtype) -> Batch:
+    """A shallow copy of ``batch`` with positions, shifts and cells in ``dtype``."""
     batch = copy.copy(batch)
     batch.pos, batch.shifts, batch.cell = batch.pos.to(dtype), batch.shifts.to(dtype), batch.cell.to(dtype)
     return batch

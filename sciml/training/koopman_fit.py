@@ -1,13 +1,14 @@
-"""``fit_koopman``: Koopman singular functions from trajectories in one call, without configs.
+"""``fit_koopman``: Koopman singular functions from trajectories in one call, without configs::
 
     from sciml.training import fit_koopman
     estimator = fit_koopman(X, lagtime=2, k=8)                                   # X: (T, d) array(s)
     estimator = fit_koopman("run.traj", lagtime=2, k=6, encoder="molecular")     # ASE trajectory file(s)
     estimator.singular_values, estimator.timescales(time_step=0.1), estimator.predict(x0, 10)
 
-It builds the data module, the encoder, a :class:`KoopmanModule` with the nested LoRA loss, trains it with
-Lightning on the CPU (or ``accelerator``) and returns the :class:`~sciml.koopman.KoopmanEstimator` fitted on
-the training split (its ``lagtime`` is the data's). For anything beyond, use ``sciml fit --config``.
+It builds the data module, the encoder, a :class:`~sciml.training.KoopmanModule` with the nested LoRA loss,
+trains it with Lightning on the CPU (or ``accelerator``) and returns the
+:class:`~sciml.koopman.KoopmanEstimator` fitted on the training split (its ``lagtime`` is the data's). For
+anything beyond, use ``sciml fit --config``.
 """
 
 from __future__ import annotations
@@ -49,9 +50,14 @@ def fit_koopman(
         encoder: ``"mlp"`` (states; default for arrays: MLP 64-64), ``"molecular"`` (atom positions: the
             E2Former backbone, invariant; default for files) or ``"distances"`` (an MLP on the inverse
             distances between the heavy atoms of the first frame; frames of one molecule).
-            ``encoder_options``: its keyword arguments.
-        epochs, batch_size (default 256 for arrays, 32 for files), lr (Adam), loss (default nested LoRA, joint
-        nesting), cutoff (Å, molecular), seed. ``trainer_options``: extra ``lightning.Trainer`` arguments.
+        epochs: training epochs.
+        batch_size: pairs per batch (default 256 for arrays, 32 for files).
+        lr: Adam's learning rate.
+        loss: the Koopman loss (default nested LoRA, joint nesting).
+        cutoff: neighbour radius in Å (molecular encoder).
+        seed: seed of the split, the weights and the batches.
+        encoder_options: keyword arguments of the encoder.
+        trainer_options: extra ``lightning.Trainer`` arguments.
         share_encoders: one encoder for f and g (reversible dynamics sampled at equilibrium, e.g. molecular
             dynamics: left and right singular functions coincide, and the eigenvalues follow the singular
             values); default two encoders.

@@ -50,7 +50,8 @@ class NoisyLogisticMap(StochasticSystem):
 
     @cached_property
     def transfer_matrix(self) -> np.ndarray:
-        """P_ij = int beta_i(y) beta_j(T y) dy: Koopman on span{alpha_j}, K alpha_j = sum_i P_ij alpha_i."""
+        """The matrix P of the Koopman operator on span{alpha_j}, ``P_ij = int beta_i(y) beta_j(T y) dy`` and
+        ``K alpha_j = sum_i P_ij alpha_i``."""
         y = self._nodes
         return self.basis(y).T @ self.left_features(y) / self.grid
 

@@ -14,6 +14,7 @@ import torch
 
 from sciml.equivariant.kernels.build import KernelUnavailable, load
 
+#: Kernel backends a model takes (``backend=``): ``auto`` picks the fastest available one.
 BACKENDS = ("auto", "reference", "cpu", "cuda")
 _log = logging.getLogger(__name__)
 _warned: set[str] = set()

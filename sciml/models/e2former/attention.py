@@ -76,7 +76,8 @@ class Wigner6jAttention(KernelModule):
             shared trunk's output. edge_hidden: hidden width of the radial and logit MLPs (default C; unused
             with ``shared_edges``). shared_edges: the edge inputs are the shared trunk's features, and the radial
             filters and logits are single linear maps of them (see :mod:`sciml.models.e2former.edges`).
-        head_dim: query/key size per head. dense / backend / parity: see :class:`Wigner6jConvolution`.
+        head_dim: query/key size per head. dense / backend / parity: see
+            :class:`~sciml.models.e2former.convolution.Wigner6jConvolution`.
 
     Shape: h (N, (lmax+1)^2, C), edges (EdgeInputs, or (E, F) features), envelope (E,) -> (N, (lmax+1)^2, C).
     The logits' q . k runs in the edge-dot kernel: its backward is a segment sum, not a scatter.

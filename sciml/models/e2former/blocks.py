@@ -12,10 +12,13 @@ from sciml.nn.so3_layers import EquivariantRMSNorm, GatedFeedForward, S2FeedForw
 
 
 class TransformerBlock(nn.Module):
-    """Args: as :class:`Wigner6jAttention`, plus ``hidden``: feed-forward width; ``feed_forward``: ``"gate"``
-    (:class:`GatedFeedForward`, exact) or ``"s2"`` (:class:`S2FeedForward` on a grid of ``s2_resolution``
-    latitudes, the paper's FFN; rotation error about 1e-7 at 18, 1e-12 at 36); ``edge_hidden`` /
-    ``shared_edges``: the edge networks, see :class:`Wigner6jAttention`; ``norm``: the kind of
+    """Pre-norm block: norm -> Wigner-6j attention -> residual -> norm -> feed-forward -> residual.
+
+    Args: as :class:`~sciml.models.e2former.attention.Wigner6jAttention`, plus ``hidden``: feed-forward width;
+    ``feed_forward``: ``"gate"`` (:class:`~sciml.nn.so3_layers.GatedFeedForward`, exact) or ``"s2"``
+    (:class:`~sciml.nn.so3_layers.S2FeedForward` on a grid of ``s2_resolution`` latitudes, the paper's FFN;
+    rotation error about 1e-7 at 18, 1e-12 at 36); ``edge_hidden`` / ``shared_edges``: the edge networks, see
+    :class:`~sciml.models.e2former.attention.Wigner6jAttention`; ``norm``: the kind of
     :class:`~sciml.nn.so3_layers.EquivariantRMSNorm` before attention and feed-forward."""
 
     def __init__(

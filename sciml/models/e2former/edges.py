@@ -6,9 +6,10 @@ evaluates it once per type pair (T^2 rows) and per edge only the basis part, R x
 edge instead of 3R x out, with the same parameters and the same result up to rounding.
 
 Two layouts (``E2Former(edge_network=...)``):
-- ``"per_layer"`` (default): every consumer (each layer's radial filter and logits, each degree of the
+
+- ``"per_layer"``: every consumer (each layer's radial filter and logits, each degree of the
   edge-degree embedding) is an MLP (3R -> hidden -> out) of its own.
-- ``"shared"``: one trunk (3R -> hidden, LayerNorm, SiLU) runs once per forward; each consumer is a single
+- ``"shared"`` (the default): one trunk (3R -> hidden, LayerNorm, SiLU) runs once per forward; each consumer is a single
   linear map hidden -> out (as radial networks shared across interactions in NequIP-like models).
 """
 
