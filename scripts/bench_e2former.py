@@ -19,31 +19,22 @@ from __future__ import annotations
 
 import argparse
 import copy
-import math
 
 import numpy as np
 import torch
 from _bench_utils import median_time, peak_memory
 from _results import add_result_arguments, recorded
-
-DENSITY = 0.085  # atoms / Å^3 (fcc Cu)
+from _systems import liquid_box
 
 
 def periodic_system(n: int, neighbours: int, seed: int = 0, dtype=torch.float32):
-    """A graph batch of n random atoms in a periodic cube with about ``neighbours`` per atom."""
+    """A graph batch of n random atoms in a periodic cube with about ``neighbours`` per atom
+    (``_systems.liquid_box``), and its cutoff."""
     from torch_geometric.data import Batch
 
     from sciml.data.graph import frame_to_graph
 
-    rng = np.random.default_rng(seed)
-    side = (n / DENSITY) ** (1 / 3)
-    cutoff = (3 * neighbours / (4 * math.pi * DENSITY)) ** (1 / 3)
-    record = {
-        "positions": rng.random((n, 3)) * side,
-        "numbers": np.full(n, 29),
-        "cell": np.eye(3) * side,
-        "pbc": np.ones(3, dtype=bool),
-    }
+    record, cutoff = liquid_box(n, neighbours, seed)
     return Batch.from_data_list([frame_to_graph(record, cutoff, dtype)]), cutoff
 
 
