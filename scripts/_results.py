@@ -48,6 +48,7 @@ def write_results(
     result: dict[str, float],
     results_dir: str | Path = RESULTS,
     packages: tuple[str, ...] = ("torch", "e3nn", "lightning", "ase", "numpy", "sciml"),
+    print_result: bool = True,
 ) -> tuple[Path, Path]:
     """Write ``<name>.json`` and ``<name>.md`` into ``results_dir`` and print the ``RESULT`` line last.
 
@@ -55,18 +56,22 @@ def write_results(
         name: file stem, e.g. ``presets``. title: the Markdown heading.
         sections: Markdown blocks (tables, notes) in order. data: everything measured (JSON-serialisable).
         result: the ``RESULT key=value ...`` pairs (keys say what they measure, with units).
+        print_result: print the ``RESULT`` line last (off when the script printed it already).
     """
     folder = Path(results_dir)
     folder.mkdir(parents=True, exist_ok=True)
     provenance = {**run_provenance(packages), "wall_seconds": round(time.perf_counter() - _STARTED, 1)}
-    line = "RESULT " + " ".join(f"{key}={value:.4g}" for key, value in result.items())
+    line = "RESULT " + " ".join(
+        f"{key}={value:.4g}" if isinstance(value, float) else f"{key}={value}" for key, value in result.items()
+    )
     record = {"name": name, "title": title, "provenance": provenance, "results": data, "result": result}
     json_path, markdown_path = folder / f"{name}.json", folder / f"{name}.md"
     json_path.write_text(json.dumps(record, indent=1, default=str) + "\n")
-    body = [f"# {title}", provenance_markdown(provenance), *sections, f"`{line}`"]
+    body = [f"# {title}", provenance_markdown(provenance), *sections] + ([f"`{line}`"] if result else [])
     markdown_path.write_text("\n\n".join(body) + "\n")
-    print(f"wrote {json_path} and {markdown_path}")
-    print(line, flush=True)
+    print(f"wrote {json_path} and {markdown_path}", file=sys.stderr)
+    if print_result:
+        print(line, flush=True)
     return json_path, markdown_path
 
 
@@ -140,17 +145,8 @@ def recorded(name: str, title: str, results_dir: str | Path = RESULTS, notes: st
     sections = [
         (f"{t['caption']}\n\n" if t["caption"] else "") + markdown_table(t["header"], t["rows"]) for t in tables
     ]
-    if notes:
-        sections.append(notes)
-    folder = Path(results_dir)
-    folder.mkdir(parents=True, exist_ok=True)
-    provenance = {**run_provenance(), "wall_seconds": round(time.perf_counter() - _STARTED, 1)}
-    record = {"name": name, "title": title, "provenance": provenance, "tables": tables, "result": result}
-    (folder / f"{name}.json").write_text(json.dumps(record, indent=1, default=str) + "\n")
-    line = "RESULT " + " ".join(f"{k}={v}" for k, v in result.items())
-    body = [f"# {title}", provenance_markdown(provenance), *sections] + ([f"`{line}`"] if result else [])
-    (folder / f"{name}.md").write_text("\n\n".join(body) + "\n")
-    print(f"wrote {folder / name}.json and .md", file=sys.stderr)
+    write_results(name, title, sections + ([notes] if notes else []), {"tables": tables}, result, results_dir,
+                  print_result=False)  # fmt: skip
 
 
 def add_result_arguments(parser) -> None:
