@@ -24,7 +24,7 @@ SECTIONS = {  # page -> (title, what it holds)
     "data": ("sciml.data", "Data: readers, graphs, splits, data modules, stochastic systems"),
     "equivariant": ("sciml.equivariant", "Equivariant primitives and kernels"),
     "nn": ("sciml.nn", "Neural-network layers, forces and stress, checkpoints"),
-    "models": ("sciml.models", "Models: E2Former and the per-edge baseline"),
+    "models": ("sciml.models", "Models: E2Former, the committee, the per-edge baseline"),
     "koopman": ("sciml.koopman", "Koopman operators: losses, encoders, estimator, kinetics"),
     "training": ("sciml.training", "Training: LightningModules, schedules, callbacks"),
     "calculators": ("sciml.calculators", "ASE calculator and molecular dynamics"),

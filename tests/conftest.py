@@ -88,3 +88,36 @@ def quickstart_run(tmp_path_factory):
         os.chdir(previous_cwd)
     metrics = {k: float(v) for k, v in cli.trainer.callback_metrics.items()}
     return metrics, next(folder.rglob("last.ckpt"))
+
+
+@pytest.fixture(scope="session")
+def committee_run(tmp_path_factory):
+    """A committee of three tiny E2Formers trained for two epochs on 20 rattled ethanol frames (EMT labels,
+    float64, split 12 / 4 / 4) once per session: (module, data module, path of its last checkpoint)."""
+    import ase.io
+    import lightning as L
+    import torch
+
+    from sciml.data import AtomsDataModule
+    from sciml.models import Committee, E2Former
+    from sciml.training import PotentialModule
+    from sciml.training.callbacks import RunCheckpoints
+
+    folder = tmp_path_factory.mktemp("committee")
+    base = molecule("CH3CH2OH")
+    base.center(vacuum=3.0)
+    ase.io.write(folder / "frames.extxyz", rattled_frames(base, 20, seed=1))
+    data = AtomsDataModule(
+        paths=str(folder / "frames.extxyz"), cutoff=3.0, split=(0.6, 0.2, 0.2), batch_size=2, dtype="float64"
+    )
+    data.setup("fit")
+    torch.manual_seed(0)
+    member = E2Former(data.species, data.cutoff, channels=8, lmax=1, layers=1, heads=2, radial_basis=8)
+    module = PotentialModule(Committee(member, size=3).double())
+    trainer = L.Trainer(
+        max_epochs=2, logger=False, default_root_dir=folder, enable_progress_bar=False, accelerator="cpu",
+        enable_model_summary=False, num_sanity_val_steps=0, callbacks=[RunCheckpoints()],
+    )  # fmt: skip
+    trainer.fit(module, data)
+    module.trainer_metrics = {key: float(value) for key, value in trainer.callback_metrics.items()}
+    return module, data, folder / "checkpoints" / "last.ckpt"

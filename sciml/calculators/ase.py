@@ -22,6 +22,11 @@ from sciml.nn.forces import ForceStressOutput
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
+def has_uncertainty(model: nn.Module) -> bool:
+    """Whether ``model`` estimates the uncertainty of its predictions (``model.uncertainty(outputs)``)."""
+    return callable(getattr(model, "uncertainty", None))
+
+
 class SciMLCalculator(Calculator):
     """Energy, free energy, per-atom energies, forces and (periodic cells) stress from an energy model.
 
@@ -32,6 +37,11 @@ class SciMLCalculator(Calculator):
     Args:
         model: an energy model in eval mode (``model.species``, ``model.cutoff``); training mode is refused.
         device: torch device. dtype: ``"float32"`` or ``"float64"``. skin: neighbour-list skin in Å.
+        uncertainty: ``None``: report ``energy_uncertainty`` (eV) and ``forces_uncertainty`` (N,) (eV/Å, per
+            force component of each atom) when the model carries an estimate (a
+            :class:`~sciml.models.Committee`: its calibrated spread); ``True``: require one (a clear error
+            otherwise); ``False``: never report them. source: where ``model`` came from (a checkpoint path),
+            named in errors.
         compile: ``model.compile(static_shapes=...)`` (E2Former: ``torch.compile`` of its layers; the first call
             compiles, about a minute on a CPU).
         static_shapes: fixed-capacity neighbour buffers: every pair within cutoff + skin is kept until the next
@@ -43,7 +53,15 @@ class SciMLCalculator(Calculator):
     The neighbour list is computed on ``device`` (vesin runs on CUDA as well as on the CPU).
     """
 
-    implemented_properties = ["energy", "free_energy", "energies", "forces", "stress"]
+    implemented_properties = [
+        "energy",
+        "free_energy",
+        "energies",
+        "forces",
+        "stress",
+        "energy_uncertainty",
+        "forces_uncertainty",
+    ]
 
     def __init__(
         self,
@@ -53,9 +71,24 @@ class SciMLCalculator(Calculator):
         skin: float = 0.5,
         compile: bool = False,
         static_shapes: bool = False,
+        uncertainty: bool | None = None,
+        source: str | None = None,
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
+        self.reports_uncertainty = has_uncertainty(model) if uncertainty is None else bool(uncertainty)
+        if self.reports_uncertainty and not has_uncertainty(model):
+            where = f"checkpoint '{source}'" if source else f"the {type(model).__name__} model"
+            raise ValueError(
+                f"{where} carries no uncertainty estimate (train a sciml.models.Committee for one), "
+                "but uncertainty=True asked for it"
+            )
+        if self.reports_uncertainty and not model.calibrated:
+            warnings.warn(
+                f"{source or type(model).__name__}: the uncertainty is not calibrated (no validation split in "
+                "training): energy_uncertainty and forces_uncertainty are the members' raw spread",
+                stacklevel=2,
+            )
         if dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got '{dtype}'")
         self.device, self.dtype, self.skin = torch.device(device), DTYPES[dtype], float(skin)
@@ -81,7 +114,8 @@ class SciMLCalculator(Calculator):
         **kwargs,
     ) -> SciMLCalculator:
         """Load a ``sciml fit`` checkpoint with ``torch.load(weights_only=True)`` (see ``load_model``)."""
-        return cls(load_model(path, device, use_ema), device=device, dtype=dtype, skin=skin, **kwargs)
+        model = load_model(path, device, use_ema)
+        return cls(model, device=device, dtype=dtype, skin=skin, source=str(path), **kwargs)
 
     def calculate(self, atoms: Atoms | None = None, properties=("energy",), system_changes=all_changes) -> None:
         super().calculate(atoms, properties, system_changes)
@@ -104,6 +138,10 @@ class SciMLCalculator(Calculator):
         self.results["forces"] = outputs["forces"].detach().cpu().double().numpy()
         if "stress" in outputs:
             self.results["stress"] = full_3x3_to_voigt_6_stress(outputs["stress"][0].detach().cpu().double().numpy())
+        if self.reports_uncertainty:
+            energy, forces = self.model.uncertainty(outputs)
+            self.results["energy_uncertainty"] = float(energy[0].detach())
+            self.results["forces_uncertainty"] = forces.detach().cpu().double().numpy()
 
     def _graph(self, atoms: Atoms) -> Data:
         # periodic directions wrapped into the cell: MD engines do not wrap, and atoms that have travelled

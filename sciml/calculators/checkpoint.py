@@ -14,7 +14,8 @@ def load_model(path: str | Path, device: str | torch.device = "cpu", use_ema: bo
     """The energy model stored in a ``PotentialModule`` checkpoint, in eval mode.
 
     The file is read with ``torch.load(weights_only=True)``: a checkpoint that needs arbitrary pickled
-    code is refused, never executed. The model class must live inside the ``sciml`` package.
+    code is refused, never executed. The model class must live inside the ``sciml`` package. The model has
+    the floating-point dtype of the stored weights (a float64-trained model loads without rounding).
     """
     checkpoint = read_checkpoint(path, device)
     spec = checkpoint.get("sciml_model")
@@ -25,5 +26,8 @@ def load_model(path: str | Path, device: str | torch.device = "cpu", use_ema: bo
         state = checkpoint["ema_state_dict"]
     else:
         state = sub_state_dict(checkpoint["state_dict"], "model.")
+    stored = next((value.dtype for value in state.values() if value.is_floating_point()), None)
+    if stored is not None:  # built in the default dtype: a float64 checkpoint would be rounded on loading
+        model = model.to(stored)
     model.load_state_dict(state)
     return model.to(device).eval()

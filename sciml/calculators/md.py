@@ -37,7 +37,10 @@ ENSEMBLES = ("nve", "nvt-langevin", "npt")
 @dataclass
 class MDSettings:
     """What to run. ``friction``: Langevin, 1/fs. ``pressure``: NPT, bar. ``tdamp``/``pdamp``: NPT thermostat
-    and barostat time constants in fs (default 100 and 1000 time steps, ASE's advice)."""
+    and barostat time constants in fs (default 100 and 1000 time steps, ASE's advice).
+    ``uncertainty_threshold`` (eV/Å): with a calculator that reports ``forces_uncertainty``, the steps whose
+    largest per-atom value exceeds it are flagged (``uncertain_steps`` in the result) and, with
+    ``stop_when_uncertain``, the run stops at the first (``stopped = "uncertain"``, its frame written)."""
 
     ensemble: str = "nve"
     timestep: float = 0.5
@@ -49,12 +52,18 @@ class MDSettings:
     pressure: float = 1.01325
     tdamp: float | None = None
     pdamp: float | None = None
+    uncertainty_threshold: float | None = None
+    stop_when_uncertain: bool = False
 
     def __post_init__(self) -> None:
         if self.ensemble not in ENSEMBLES:
             raise ValueError(f"unknown ensemble '{self.ensemble}'; choose one of {ENSEMBLES}")
         if self.timestep <= 0 or self.steps < 0 or self.interval < 1:
             raise ValueError("timestep must be > 0 fs, steps >= 0 and interval >= 1")
+        if self.uncertainty_threshold is not None and not self.uncertainty_threshold > 0:
+            raise ValueError(f"uncertainty_threshold must be > 0 eV/Å, got {self.uncertainty_threshold}")
+        if self.stop_when_uncertain and self.uncertainty_threshold is None:
+            raise ValueError("stop_when_uncertain needs an uncertainty_threshold (eV/Å)")
 
 
 def dynamics_for(atoms: Atoms, settings: MDSettings):
@@ -109,11 +118,15 @@ def run_md(
         out: ASE trajectory of every ``interval``-th step (module docstring); ``restart``: continue from its
             last frame (``atoms`` is replaced by that frame) and append.
         log: ASE ``MDLogger`` file (time in ps, energies in eV, temperature in K; stress in GPa for NPT).
-        on_record: called every ``interval`` steps with ``{"step", "time_ps", "temperature", "steps_per_s"}``.
+        on_record: called every ``interval`` steps with ``{"step", "time_ps", "temperature", "steps_per_s"}``
+            (and ``"max_force_uncertainty"``, eV/Å, the largest per-atom value since the last call, when the
+            calculator reports ``forces_uncertainty``).
 
     Returns:
         ``steps_per_second``, ``ns_per_day``, ``times_ps`` and ``total_energy`` (eV) at every record, the
-        first ``step``, ``stopped`` (``"finished"``, ``"interrupted"``).
+        first ``step``, ``stopped`` (``"finished"``, ``"interrupted"``, ``"uncertain"``),
+        ``max_force_uncertainty`` (eV/Å, the run's largest per-atom value; NaN without an estimate) and
+        ``uncertain_steps`` (the steps above ``settings.uncertainty_threshold``).
     """
     first_step = 0
     if restart:
@@ -132,6 +145,8 @@ def run_md(
     dynamics = dynamics_for(atoms, settings)
     dt_ps = settings.timestep / 1000
     times, energies, started = [], [], time.perf_counter()
+    monitor = UncertaintyMonitor(settings.uncertainty_threshold, settings.stop_when_uncertain)
+    write_now: list[Callable[[], None]] = []  # the trajectory writer, once open
 
     def record() -> None:
         step = first_step + dynamics.nsteps
@@ -140,11 +155,18 @@ def run_md(
         if on_record is not None:
             elapsed = max(time.perf_counter() - started, 1e-9)
             rate = dynamics.nsteps / elapsed
-            on_record(
-                {"step": step, "time_ps": step * dt_ps, "temperature": atoms.get_temperature(), "steps_per_s": rate}
-            )
+            state = {"step": step, "time_ps": step * dt_ps, "temperature": atoms.get_temperature(), "steps_per_s": rate}
+            on_record(state | monitor.since_record())
+
+    def check_uncertainty() -> None:
+        step = first_step + dynamics.nsteps
+        if monitor.check(atoms.calc, step) and settings.stop_when_uncertain:
+            if dynamics.nsteps % settings.interval and write_now:
+                write_now[0]()  # the frame it stopped at is kept
+            raise UncertainStructure(step, monitor.last)
 
     def attach_observers() -> None:  # after the trajectory writer: a frame is written before anything can stop
+        dynamics.attach(check_uncertainty, interval=1)
         dynamics.attach(record, interval=settings.interval)
         if log is not None:
             mode = "a" if restart and Path(log).exists() else "w"
@@ -156,7 +178,10 @@ def run_md(
     try:
         if output is None:
             attach_observers()
-            dynamics.run(settings.steps)
+            try:
+                dynamics.run(settings.steps)
+            except UncertainStructure:
+                stopped = "uncertain"
         else:
             if restart:
                 shutil.copyfile(out, output.temporary)
@@ -165,14 +190,20 @@ def run_md(
                 def write() -> None:
                     if not (restart and dynamics.nsteps == 0):  # a restart's first frame is already there
                         atoms.info["md_step"] = first_step + dynamics.nsteps
+                        uncertainty = largest_force_uncertainty(atoms.calc)
+                        if uncertainty is not None:
+                            atoms.info["forces_uncertainty_max"] = uncertainty
                         writer.write()
 
                 dynamics.attach(write, interval=settings.interval)
+                write_now.append(write)
                 attach_observers()
                 try:
                     dynamics.run(settings.steps)
                 except KeyboardInterrupt:
                     stopped = "interrupted"
+                except UncertainStructure:
+                    stopped = "uncertain"
             output.commit()  # every frame written is kept, also when the run stopped early
     except BaseException:
         if output is not None and output.temporary.exists():
@@ -190,7 +221,51 @@ def run_md(
         "first_step": first_step,
         "steps_run": dynamics.nsteps,
         "stopped": stopped,
+        "max_force_uncertainty": monitor.peak,
+        "uncertain_steps": monitor.flagged,
     }
+
+
+class UncertainStructure(Exception):
+    """Raised inside the dynamics to stop a run at a step whose force uncertainty exceeds the threshold."""
+
+    def __init__(self, step: int, value: float) -> None:
+        super().__init__(f"step {step}: largest per-atom force uncertainty {value:.4f} eV/Å above the threshold")
+        self.step, self.value = step, value
+
+
+def largest_force_uncertainty(calculator) -> float | None:
+    """The largest per-atom ``forces_uncertainty`` (eV/Å) of the calculator's latest results, if it reports one."""
+    values = getattr(calculator, "results", {}).get("forces_uncertainty")
+    return None if values is None else float(np.max(values))
+
+
+class UncertaintyMonitor:
+    """Per-step largest per-atom force uncertainty: the run's peak, the steps above ``threshold`` (eV/Å) and
+    the peak since the last record (for the progress display)."""
+
+    def __init__(self, threshold: float | None, stop: bool) -> None:
+        self.threshold, self.stop = threshold, stop
+        self.peak, self.last, self.recent = float("nan"), float("nan"), float("nan")
+        self.flagged: list[int] = []
+
+    def check(self, calculator, step: int) -> bool:
+        """Read the calculator's latest uncertainty at ``step``; ``True`` when it exceeds the threshold."""
+        value = largest_force_uncertainty(calculator)
+        if value is None:
+            return False
+        self.last = value
+        self.peak = value if not self.peak >= value else self.peak  # NaN-safe max
+        self.recent = value if not self.recent >= value else self.recent
+        above = self.threshold is not None and value > self.threshold
+        if above:
+            self.flagged.append(step)
+        return above
+
+    def since_record(self) -> dict:
+        """``{"max_force_uncertainty": peak since the last call}`` (empty without an estimate); resets it."""
+        recent, self.recent = self.recent, float("nan")
+        return {} if recent != recent else {"max_force_uncertainty": recent}
 
 
 def energy_drift(times_ps: np.ndarray, total_energy: np.ndarray, n_atoms: int) -> tuple[float, float]:

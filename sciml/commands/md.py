@@ -5,7 +5,9 @@
 
 Writes the trajectory (``--trajectory``, default ``md.traj`` in the checkpoint's run directory) and ASE's
 MD log next to it (``.log``) every ``--log-every`` steps; shows a progress bar with steps/s, ns/day and the
-temperature; prints speed and, for NVE, the energy drift at the end. Ctrl-C stops cleanly (frames kept);
+temperature (and, for a checkpoint with an uncertainty estimate, the largest per-atom force uncertainty, which
+``--uncertainty-threshold`` flags and ``--stop-when-uncertain`` stops at); prints speed and, for NVE, the
+energy drift at the end. Ctrl-C stops cleanly (frames kept);
 ``--restart`` continues from the trajectory's last frame. See :mod:`sciml.calculators.md`.
 """
 
@@ -38,13 +40,19 @@ def parser() -> argparse.ArgumentParser:
     add("--overwrite", action="store_true", help="replace an existing trajectory and log")
     add("--seed", type=int, default=0, help="initial velocities and Langevin noise")
     add("--no-progress", action="store_true", help="no progress bar")
+    add("--uncertainty-threshold", type=float, help="eV/Å: flag steps whose largest per-atom force uncertainty "
+        "exceeds it (needs a checkpoint with an uncertainty estimate)")  # fmt: skip
+    add("--stop-when-uncertain", action="store_true", help="stop at the first step above --uncertainty-threshold")
     return parser
 
 
 def main(args: list[str]) -> dict:
     options = parser().parse_args(args)
     settings = MDSettings(options.ensemble, options.timestep, options.steps, options.temperature, options.seed,
-                          options.log_every, options.friction, options.pressure)  # fmt: skip
+                          options.log_every, options.friction, options.pressure,
+                          uncertainty_threshold=options.uncertainty_threshold,
+                          stop_when_uncertain=options.stop_when_uncertain)  # fmt: skip
+    options.uncertainty = options.uncertainty or options.uncertainty_threshold is not None
     trajectory = Path(options.trajectory or Path(options.checkpoint).resolve().parent.parent / "md.traj")
     log = Path(options.log) if options.log else trajectory.with_suffix(".log")
     atoms, calculator = structure_and_calculator(options)
@@ -55,8 +63,9 @@ def main(args: list[str]) -> dict:
         first.setdefault("step", state["step"])
         bar.n = state["step"] - first["step"]
         ns_per_day = state["steps_per_s"] * options.timestep * 86400 / 1e6
+        uncertainty = f", max σF {state['max_force_uncertainty']:.3f} eV/Å" if "max_force_uncertainty" in state else ""
         bar.set_postfix_str(
-            f"{state['steps_per_s']:.1f} steps/s, {ns_per_day:.3f} ns/day, T {state['temperature']:.0f} K"
+            f"{state['steps_per_s']:.1f} steps/s, {ns_per_day:.3f} ns/day, T {state['temperature']:.0f} K{uncertainty}"
         )
 
     previous = signal.signal(signal.SIGTERM, _interrupt)  # stop like Ctrl-C: frames written so far are kept
@@ -69,7 +78,13 @@ def main(args: list[str]) -> dict:
     print(f"{len(atoms)} atoms, {result['steps_run']} steps of {options.timestep} fs ({options.ensemble}, "
           f"{options.dtype}): {result['steps_per_second']:.1f} steps/s, {result['ns_per_day']:.3f} ns/day, "
           f"{calculator.rebuilds} neighbour-list builds -> {trajectory} (step {last})")  # fmt: skip
-    if result["stopped"] != "finished":
+    if calculator.reports_uncertainty:
+        threshold, flagged = settings.uncertainty_threshold, result["uncertain_steps"]
+        above = f"; {len(flagged)} steps above {threshold} eV/Å" if threshold else ""
+        print(f"largest per-atom force uncertainty {result['max_force_uncertainty']:.4f} eV/Å{above}")
+    if result["stopped"] == "uncertain":
+        print(f"stopped at step {last}: the force uncertainty exceeded {options.uncertainty_threshold} eV/Å")
+    elif result["stopped"] != "finished":
         print(f"stopped early at step {last}; continue with --restart")
     if options.ensemble == "nve" and len(result["times_ps"]) > 2:
         slope, excursion = energy_drift(result["times_ps"], result["total_energy"], len(atoms))

@@ -11,8 +11,8 @@ from sciml.calculators import SciMLCalculator
 
 
 def add_potential_arguments(parser: argparse.ArgumentParser, structure_help: str) -> None:
-    """``--checkpoint``, ``--structure``, ``--index``, ``--dtype``, ``--device``, ``--skin``, ``--compile`` and
-    ``--static-shapes``."""
+    """``--checkpoint``, ``--structure``, ``--index``, ``--dtype``, ``--device``, ``--skin``, ``--compile``,
+    ``--static-shapes`` and ``--uncertainty``."""
     add = parser.add_argument
     add("--checkpoint", required=True, help="a sciml fit checkpoint (.ckpt)")
     add("--structure", required=True, help=structure_help)
@@ -25,6 +25,11 @@ def add_potential_arguments(parser: argparse.ArgumentParser, structure_help: str
         "--static-shapes",
         action="store_true",
         help="fixed-capacity neighbour buffers (with --compile on a CUDA device: CUDA graphs)",
+    )
+    add(
+        "--uncertainty",
+        action="store_true",
+        help="require the checkpoint's uncertainty estimate (a committee; an error without one)",
     )
 
 
@@ -39,5 +44,6 @@ def structure_and_calculator(options: argparse.Namespace) -> tuple[Atoms, SciMLC
         options.skin,
         compile=options.compile,
         static_shapes=options.static_shapes,
+        uncertainty=True if options.uncertainty else None,
     )
     return atoms, calculator

@@ -1,5 +1,6 @@
 """Models: plain ``nn.Module`` backbones."""
 
+from sciml.models.committee import Committee
 from sciml.models.e2former import E2Former
 
-__all__ = ["E2Former"]
+__all__ = ["Committee", "E2Former"]

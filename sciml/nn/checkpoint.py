@@ -77,6 +77,7 @@ def module_spec(module: nn.Module) -> dict:
 #: Classes a checkpoint may rebuild (by ``class_path``); :func:`register_saveable` adds one.
 SAVEABLE_CLASSES = {
     "sciml.models.e2former.model.E2Former",
+    "sciml.models.committee.Committee",
     "sciml.koopman.encoders.MLPEncoder",
     "sciml.koopman.molecular.MolecularEncoder",
 }

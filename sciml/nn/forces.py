@@ -54,9 +54,29 @@ class ForceStressOutput(nn.Module):
                 inputs.append(strain)
             batch.pos = positions
             outputs = dict(self.model(batch))
+            if "member_energy" in outputs:  # a committee: each member's derivatives, then their mean
+                return self._committee_derivatives(outputs, inputs, batch, stress)
             grads = torch.autograd.grad(outputs["energy"].sum(), inputs, create_graph=self.training)
         outputs["forces"] = outputs["direct_forces"] if self.direct_forces else -grads[0]
         if stress:
-            volume = torch.linalg.det(batch.cell).abs()
-            outputs["stress"] = grads[1] / volume[:, None, None]
+            outputs["stress"] = grads[1] / torch.linalg.det(batch.cell).abs()[:, None, None]
+        return outputs
+
+    def _committee_derivatives(self, outputs: dict, inputs: list, batch, stress: bool) -> dict[str, torch.Tensor]:
+        """``member_forces`` (M, N, 3) and, with ``stress``, ``member_stress`` (M, B, 3, 3), one backward pass
+        per member; ``forces`` and ``stress`` are their means (= the derivatives of the mean energy)."""
+        if self.direct_forces:
+            raise ValueError("direct_forces is not supported for a committee (its forces are -dE/dx per member)")
+        member_energy = outputs["member_energy"]
+        with torch.enable_grad():
+            grads = [
+                torch.autograd.grad(energy.sum(), inputs, create_graph=self.training, retain_graph=True)
+                for energy in member_energy
+            ]
+        outputs["member_forces"] = -torch.stack([grad[0] for grad in grads])
+        outputs["forces"] = outputs["member_forces"].mean(0)
+        if stress:
+            volume = torch.linalg.det(batch.cell).abs()[:, None, None]
+            outputs["member_stress"] = torch.stack([grad[1] for grad in grads]) / volume
+            outputs["stress"] = outputs["member_stress"].mean(0)
         return outputs

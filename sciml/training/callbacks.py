@@ -43,7 +43,9 @@ class PredictionWriter(BasePredictionWriter):
     """Stream ``sciml predict`` results to an extxyz file, one frame per structure, in input order.
 
     Each frame holds the input structure with the predicted ``energy`` (eV), ``forces`` (eV/Å), per-atom
-    ``energies`` and, for periodic cells, ``stress`` (eV/Å^3). Predictions are not also collected in memory,
+    ``energies`` and, for periodic cells, ``stress`` (eV/Å^3); a model with an uncertainty estimate adds
+    ``energy_uncertainty`` (eV, in the frame's info) and per-atom ``forces_uncertainty`` (eV/Å, a column).
+    Predictions are not also collected in memory,
     so memory is bounded by the batch size.
 
     Args:
@@ -81,6 +83,9 @@ class PredictionWriter(BasePredictionWriter):
             }
             if "stress" in prediction:
                 results["stress"] = full_3x3_to_voigt_6_stress(prediction["stress"][k].cpu().double().numpy())
+            if "energy_uncertainty" in prediction:  # a model with an uncertainty estimate
+                atoms.info["energy_uncertainty"] = float(prediction["energy_uncertainty"][k])
+                atoms.arrays["forces_uncertainty"] = prediction["forces_uncertainty"][atoms_of].cpu().double().numpy()
             atoms.calc = SinglePointCalculator(atoms, **results)
             ase.io.write(self._handle, atoms, format="extxyz")
         self._handle.flush()

@@ -10,12 +10,14 @@ import torch
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import nn
 
+from sciml.models.committee import member_outputs
 from sciml.nn.checkpoint import FORMAT_VERSION, VERSION_KEY, module_spec
 from sciml.nn.forces import ForceStressOutput
 from sciml.training.energy_shift import evenly_spaced, fit_energy_shift
 from sciml.training.error_table import ErrorTable
 from sciml.training.finite import FiniteTraining
 from sciml.training.schedules import STAGE_TWO_RECIPE, StageTwo, WarmupCosine, warmup_ema
+from sciml.training.uncertainty import UncertaintyCalibration
 
 
 def recipe_optimizer(parameters) -> torch.optim.Optimizer:
@@ -93,6 +95,7 @@ class PotentialModule(FiniteTraining, L.LightningModule):
         self.stage_two = StageTwo.from_config(stage_two)
         self.relevel_frames = relevel_frames
         self._tables: dict[str, ErrorTable] = {}
+        self._calibration = UncertaintyCalibration()
         self.ema = (  # averages self.potential: its module is the EMA model's own ForceStressOutput
             torch.optim.swa_utils.AveragedModel(copy.deepcopy(self.potential), multi_avg_fn=warmup_ema(ema_decay))
             if ema_decay
@@ -135,7 +138,14 @@ class PotentialModule(FiniteTraining, L.LightningModule):
         return torch.stack(list(self._loss_terms(batch, outputs).values())).sum()
 
     def _loss_terms(self, batch, outputs) -> dict[str, torch.Tensor]:
-        """{label: weighted loss term} for the labels present with a nonzero weight."""
+        """{label: weighted loss term} for the labels present with a nonzero weight; for a committee, each
+        member's terms averaged over the members (each member learns from its own predictions)."""
+        if "member_forces" in outputs:
+            members = [self._label_terms(batch, member) for member in member_outputs(outputs)]
+            return {name: torch.stack([terms[name] for terms in members]).mean() for name in members[0]}
+        return self._label_terms(batch, outputs)
+
+    def _label_terms(self, batch, outputs) -> dict[str, torch.Tensor]:
         terms = {}
         if hasattr(batch, "energy") and self.weights["energy"]:
             atoms = batch.natoms.to(outputs["energy"].dtype)
@@ -165,6 +175,23 @@ class PotentialModule(FiniteTraining, L.LightningModule):
         outputs = self._predict(batch, use_ema=True)
         self.log(f"{prefix}/loss", self._loss(batch, outputs), batch_size=batch.num_graphs, sync_dist=True)
         self._tables[prefix].update(batch, outputs)
+        if prefix == "val" and "member_forces" in outputs:
+            self._calibration.update(batch, outputs)
+
+    def _calibrate_uncertainty(self) -> None:
+        """A committee's uncertainty scales from this validation (see :mod:`sciml.training.uncertainty`), set
+        on the evaluated model (and the trained one) before the epoch's checkpoint is written; logged as
+        ``val/energy_uncertainty_scale`` and ``val/force_uncertainty_scale``."""
+        calibration, self._calibration = self._calibration, UncertaintyCalibration()
+        calibration.reduce()
+        if not calibration.sums.any() or self.trainer.state.fn != "fit" or self.trainer.sanity_checking:
+            return
+        scales = calibration.scales()
+        for model in {id(m): m for m in (self.evaluation_model, self.model)}.values():
+            model.energy_uncertainty_scale.fill_(scales[0])
+            model.force_uncertainty_scale.fill_(scales[1])
+        self.log("val/energy_uncertainty_scale", scales[0], batch_size=1)
+        self.log("val/force_uncertainty_scale", scales[1], batch_size=1)
 
     def _start_table(self, prefix: str) -> None:
         self._tables[prefix] = ErrorTable()
@@ -197,27 +224,33 @@ class PotentialModule(FiniteTraining, L.LightningModule):
 
     def on_validation_epoch_end(self) -> None:
         self._finish_table("val")
+        self._calibrate_uncertainty()
 
     def on_validation_epoch_start(self) -> None:
         self._start_table("val")
         self._relevel_energies()
 
     def _relevel_energies(self) -> None:
-        model = self.evaluation_model
+        """Each energy model evaluated (a committee's members one by one) re-levelled on training frames."""
+        evaluated = self.evaluation_model
+        models = [m for m in getattr(evaluated, "members", [evaluated]) if hasattr(m, "energy_reference")]
         datamodule = getattr(self._trainer, "datamodule", None)
         if (
             not self.relevel_frames
             or self.trainer.state.fn != "fit"  # `sciml validate` evaluates the checkpoint as it is
             or self.trainer.sanity_checking
-            or not hasattr(model, "energy_reference")
+            or not models
             or not hasattr(datamodule, "dataset")
         ):
             return
         sample = evenly_spaced(datamodule.dataset("train"), self.relevel_frames)
         loader = datamodule.loader_class(sample, batch_size=datamodule.eval_batch_size)
-        shift = fit_energy_shift(model, loader, lambda batch: self._in_model_dtype(batch.to(self.device)))
-        model.energy_reference += shift.to(model.energy_reference)
-        self.log("val/energy_relevel", shift.abs().max(), batch_size=1)  # eV per atom of the largest element
+        largest = 0.0
+        for model in models:
+            shift = fit_energy_shift(model, loader, lambda batch: self._in_model_dtype(batch.to(self.device)))
+            model.energy_reference += shift.to(model.energy_reference)
+            largest = max(largest, float(shift.abs().max()))
+        self.log("val/energy_relevel", largest, batch_size=1)  # eV per atom of the largest element
 
     def validation_step(self, batch, batch_idx: int) -> None:
         self._evaluate(batch, "val")
@@ -230,7 +263,11 @@ class PotentialModule(FiniteTraining, L.LightningModule):
             batch = self._in_model_dtype(batch.clone())
             potential = self.ema.module if self.ema is not None else self.potential
             outputs = potential(batch, forces=True, stress=bool(batch.pbc.all()))
-        return {key: value.detach() for key, value in outputs.items() if key != "features"}
+        model = self.evaluation_model
+        if callable(getattr(model, "uncertainty", None)):
+            outputs["energy_uncertainty"], outputs["forces_uncertainty"] = model.uncertainty(outputs)
+        kept = {key: value for key, value in outputs.items() if key != "features" and not key.startswith("member_")}
+        return {key: value.detach() for key, value in kept.items()}
 
     def on_train_batch_end(self, outputs, batch, batch_idx: int) -> None:
         if self.ema is not None:
