@@ -91,7 +91,8 @@ class _Tee(io.TextIOBase):
 
 
 def parse_tables(text: str) -> list[dict]:
-    """The Markdown tables printed in ``text``: ``[{"caption", "header", "rows"}]``, numbers as floats."""
+    """The Markdown tables printed in ``text``: ``[{"caption", "header", "rows", "printed"}]``: ``rows`` with
+    numbers as floats, ``printed`` the cells as printed (what the Markdown file shows)."""
 
     def cell(value: str):
         value = value.strip()
@@ -107,11 +108,12 @@ def parse_tables(text: str) -> list[dict]:
             header = [c.strip() for c in lines[k].strip("|").split("|")]
             caption = lines[k - 1].strip() if k and not lines[k - 1].startswith("|") else ""
             k += 2
-            rows = []
+            rows, printed = [], []
             while k < len(lines) and lines[k].startswith("|"):
-                rows.append([cell(c) for c in lines[k].strip().strip("|").split("|")])
+                printed.append([c.strip() for c in lines[k].strip().strip("|").split("|")])
+                rows.append([cell(c) for c in printed[-1]])
                 k += 1
-            tables.append({"caption": caption, "header": header, "rows": rows})
+            tables.append({"caption": caption, "header": header, "rows": rows, "printed": printed})
         else:
             k += 1
     return tables
@@ -143,7 +145,7 @@ def recorded(name: str, title: str, results_dir: str | Path = RESULTS, notes: st
     text = tee.copy.getvalue()
     tables, result = parse_tables(text), parse_result(text)
     sections = [
-        (f"{t['caption']}\n\n" if t["caption"] else "") + markdown_table(t["header"], t["rows"]) for t in tables
+        (f"{t['caption']}\n\n" if t["caption"] else "") + markdown_table(t["header"], t.pop("printed")) for t in tables
     ]
     write_results(name, title, sections + ([notes] if notes else []), {"tables": tables}, result, results_dir,
                   print_result=False)  # fmt: skip

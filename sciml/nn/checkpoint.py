@@ -78,6 +78,7 @@ def module_spec(module: nn.Module) -> dict:
 SAVEABLE_CLASSES = {
     "sciml.models.e2former.model.E2Former",
     "sciml.models.committee.Committee",
+    "sciml.models.last_layer.LastLayerUncertainty",
     "sciml.koopman.encoders.MLPEncoder",
     "sciml.koopman.molecular.MolecularEncoder",
 }
@@ -242,3 +243,16 @@ def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     if not isinstance(checkpoint, dict):
         raise CheckpointError(f"checkpoint '{path}' does not hold a dict (not written by sciml?)")
     return checkpoint
+
+
+def write_model_checkpoint(model: nn.Module, path: str | Path) -> Path:
+    """Write ``model`` (spec and weights, no training state) as a checkpoint that
+    :func:`sciml.calculators.load_model` and ``SciMLCalculator.from_checkpoint`` read; written to a temporary
+    file first and renamed, so an interrupted write leaves no half file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    state = {f"model.{key}": value.detach().cpu() for key, value in model.state_dict().items()}
+    temporary = path.with_name(f".{path.name}.partial")
+    torch.save({"sciml_model": module_spec(model), "state_dict": state, VERSION_KEY: FORMAT_VERSION}, temporary)
+    temporary.replace(path)
+    return path

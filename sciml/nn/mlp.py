@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from torch import nn
+from torch import Tensor, nn
 
 
 class MLP(nn.Sequential):
@@ -17,3 +17,9 @@ class MLP(nn.Sequential):
                 layers += [nn.LayerNorm(b)] if layer_norm else []
                 layers.append(nn.SiLU())
         super().__init__(*layers)
+
+    def last_layer_input(self, x: Tensor) -> Tensor:
+        """What the last (linear) layer reads: every layer but the last applied to ``x``."""
+        for layer in list(self)[:-1]:
+            x = layer(x)
+        return x

@@ -13,6 +13,8 @@ from ase.stress import full_3x3_to_voigt_6_stress
 from lightning.pytorch.callbacks import BasePredictionWriter, ModelCheckpoint
 
 from sciml.data.files import AtomicOutput
+from sciml.nn.checkpoint import write_model_checkpoint
+from sciml.training.uncertainty import fit_last_layer_uncertainty
 
 
 class FinalMetrics(L.Callback):
@@ -146,3 +148,28 @@ class RunCheckpoints(ModelCheckpoint):
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._save_last_if_behind(trainer)  # a run stopped mid-epoch (max_time, a signal) keeps its last step
+
+
+class FitLastLayerUncertainty(L.Callback):
+    """When training ends, fit the last-layer (LLPR) uncertainty of the evaluated model (the EMA weights) on
+    the data module's training and validation splits (:func:`~sciml.training.uncertainty.fit_last_layer_uncertainty`)
+    and write it as a checkpoint that ``SciMLCalculator.from_checkpoint`` and ``sciml md`` read.
+
+    Args:
+        output: the checkpoint to write; relative to the run's log directory (default
+            ``checkpoints/last_layer.ckpt``).
+    """
+
+    def __init__(self, output: str = "checkpoints/last_layer.ckpt") -> None:
+        self.output = Path(output)
+
+    def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        datamodule = trainer.datamodule
+        prepare = lambda batch: pl_module._in_model_dtype(batch.to(pl_module.device))  # noqa: E731
+        wrapped = fit_last_layer_uncertainty(
+            pl_module.evaluation_model, datamodule.train_dataloader(), datamodule.val_dataloader(), prepare
+        )
+        if trainer.is_global_zero:
+            root = Path(trainer.log_dir or trainer.default_root_dir)
+            path = write_model_checkpoint(wrapped, self.output if self.output.is_absolute() else root / self.output)
+            print(f"wrote the last-layer uncertainty model to {path}")

@@ -266,7 +266,8 @@ class PotentialModule(FiniteTraining, L.LightningModule):
         model = self.evaluation_model
         if callable(getattr(model, "uncertainty", None)):
             outputs["energy_uncertainty"], outputs["forces_uncertainty"] = model.uncertainty(outputs)
-        kept = {key: value for key, value in outputs.items() if key != "features" and not key.startswith("member_")}
+        internal = ("features", "last_layer_features")
+        kept = {key: value for key, value in outputs.items() if key not in internal and not key.startswith("member_")}
         return {key: value.detach() for key, value in kept.items()}
 
     def on_train_batch_end(self, outputs, batch, batch_idx: int) -> None:

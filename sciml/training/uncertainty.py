@@ -1,4 +1,4 @@
-"""Calibration of a committee's uncertainty on a held-out split: one scale per quantity.
+"""Calibration of uncertainties on a held-out split: a committee's scales, and the last-layer (LLPR) fit.
 
 With the members' spreads u (per structure for energies, per atom and component for forces, see
 :func:`~sciml.models.committee.committee_spread`) and the committee mean's errors e over the split, the
@@ -9,9 +9,14 @@ accumulated batch by batch and added across processes, so the scale is the split
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+
 import torch
+from torch import nn
 
 from sciml.models.committee import committee_spread
+from sciml.models.last_layer import LastLayerUncertainty, rigidity_spread
+from sciml.nn.forces import ForceStressOutput
 
 SUMS = ("energy_error_sq", "energy_spread_sq", "force_error_sq", "force_spread_sq", "frames", "components")
 
@@ -47,3 +52,57 @@ class UncertaintyCalibration:
         energy = (energy_error / energy_spread) ** 0.5 if frames and energy_spread > 0 else float("nan")
         forces = (force_error / force_spread) ** 0.5 if components and force_spread > 0 else float("nan")
         return energy, forces
+
+
+#: Regularisers tried, varsigma^2 as fractions of trace(G) / D: the one with the lowest Gaussian negative
+#: log-likelihood of the validation force errors is kept.
+REGULARISER_GRID = tuple(10.0**k for k in range(-10, 1))
+
+
+def fit_last_layer_uncertainty(
+    model: nn.Module,
+    train_batches: Iterable,
+    validation_batches: Iterable,
+    prepare: Callable = lambda batch: batch,
+) -> LastLayerUncertainty:
+    """The LLPR uncertainty of a trained ``model`` (see :mod:`sciml.models.last_layer`): G = sum g g^T over
+    ``train_batches`` (no forces needed), then on ``validation_batches`` (with energy and force labels) the
+    regulariser from :data:`REGULARISER_GRID` and the two scales, s^2 = sum e^2 / sum u^2 as for a committee.
+    ``prepare`` moves a batch to the model's device and dtype. Returns the fitted wrapper in eval mode."""
+    wrapped = LastLayerUncertainty(model).eval()
+    size = wrapped.rigidity_factor.shape[0]
+    rigidity = torch.zeros(size, size, dtype=torch.float64)
+    with torch.no_grad():
+        for batch in train_batches:
+            gradient = wrapped(prepare(batch))["last_layer_gradient"].double().cpu()
+            rigidity += gradient.T @ gradient
+    potential = ForceStressOutput(wrapped).eval()
+    kept: dict[str, list[torch.Tensor]] = {key: [] for key in ("structure", "atom", "energy_error", "force_error")}
+    for batch in validation_batches:
+        batch = prepare(batch)
+        outputs = potential(batch)
+        kept["structure"].append(outputs["last_layer_gradient"].detach().double().cpu())
+        kept["atom"].append(outputs["atom_last_layer_gradient"].detach().double().cpu())
+        kept["energy_error"].append((outputs["energy"].detach() - batch.energy).double().cpu())
+        kept["force_error"].append((outputs["forces"].detach() - batch.forces).double().cpu())
+    gradients = {"last_layer_gradient": torch.cat(kept["structure"])}
+    gradients["atom_last_layer_gradient"] = torch.cat(kept["atom"])
+    energy_error, force_error = torch.cat(kept["energy_error"]), torch.cat(kept["force_error"])
+    scale = float(torch.trace(rigidity)) / size
+    best = None
+    for fraction in REGULARISER_GRID:
+        inverse = torch.linalg.inv(rigidity + fraction * scale * torch.eye(size, dtype=torch.float64))
+        factor = torch.linalg.cholesky(0.5 * (inverse + inverse.T))
+        energy_spread, force_spread = rigidity_spread(gradients, factor)
+        alpha_e = (energy_error.pow(2).sum() / energy_spread.pow(2).sum()).sqrt()
+        alpha_f = (force_error.pow(2).sum() / (3 * force_spread.pow(2).sum())).sqrt()
+        variance = (alpha_f * force_spread[:, None]).pow(2).clamp_min(1e-30)
+        nll = float((variance.log() + force_error.pow(2) / variance).mean())
+        if best is None or nll < best[0]:
+            best = (nll, fraction * scale, factor, float(alpha_e), float(alpha_f))
+    _, regulariser, factor, alpha_e, alpha_f = best
+    wrapped.rigidity_factor.copy_(factor)
+    wrapped.regulariser.fill_(regulariser)
+    wrapped.energy_uncertainty_scale.fill_(alpha_e)
+    wrapped.force_uncertainty_scale.fill_(alpha_f)
+    return wrapped

@@ -97,3 +97,18 @@ def test_predict_writes_the_uncertainties_of_every_frame(committee_run, tmp_path
         assert written.info["energy_uncertainty"] == pytest.approx(calculator.results["energy_uncertainty"], rel=1e-6)
         np.testing.assert_allclose(written.arrays["forces_uncertainty"], calculator.results["forces_uncertainty"],
                                    rtol=1e-6)  # fmt: skip
+
+
+def test_the_quickstart_writes_a_last_layer_uncertainty_checkpoint_that_md_monitors(quickstart_run, tmp_path):
+    _, checkpoint = quickstart_run
+    last_layer = checkpoint.parent / "last_layer.ckpt"
+    calculator = SciMLCalculator.from_checkpoint(last_layer, uncertainty=True)
+    atoms = ethanol()
+    atoms.calc = calculator
+    atoms.get_forces()
+    assert calculator.results["forces_uncertainty"].shape == (len(atoms),)
+    structure = tmp_path / "start.extxyz"
+    ase.io.write(structure, ethanol())
+    result = md(["--checkpoint", str(last_layer), "--structure", str(structure), "--steps", "10", "--no-progress",
+                 "--uncertainty-threshold", "10", "--trajectory", str(tmp_path / "md.traj")])  # fmt: skip
+    assert result["stopped"] == "finished" and 0 < result["max_force_uncertainty"] < 10

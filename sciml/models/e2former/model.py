@@ -301,12 +301,16 @@ class E2Former(nn.Module):
         self._compiled_layers = torch.compile(E2Former.layers, **{"dynamic": not static_shapes, **options})
 
     def forward(self, batch) -> dict[str, torch.Tensor]:
+        """``energy`` (B,) and per-atom ``energies`` (N,) in eV, the equivariant ``features`` (N, (lmax + 1)^2,
+        C), ``last_layer_features`` (N, C): the input of the energy head's last, linear layer (per-atom energy
+        = energy_scale * (w . h + b) + reference), and with a direct-force head ``direct_forces`` (N, 3)."""
         atom_types = self.atom_types(batch.numbers)
         n_structures = batch.cell.shape[0]
         x = self.embed(batch)
-        energies = self.energy_head(x[:, 0]).squeeze(-1) * self.energy_scale + self.energy_reference[atom_types]
+        hidden = self.energy_head.last_layer_input(x[:, 0])  # (N, C)
+        energies = self.energy_head[-1](hidden).squeeze(-1) * self.energy_scale + self.energy_reference[atom_types]
         energy = energies.new_zeros(n_structures).index_add(0, batch.batch, energies)
-        outputs = {"energy": energy, "energies": energies, "features": x}
+        outputs = {"energy": energy, "energies": energies, "features": x, "last_layer_features": hidden}
         if self.force_head is not None:  # l = 1 block is (x, y, z) in e3nn's real basis
             outputs["direct_forces"] = self.force_head(x[:, 1:4]).squeeze(-1) * self.energy_scale
         return outputs

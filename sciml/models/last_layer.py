@@ -1,0 +1,86 @@
+"""``LastLayerUncertainty``: one trained model's uncertainty from its last layer, at almost no extra cost.
+
+The last-layer prediction rigidity (LLPR; Bigi, Chong, Ceriotti, Grasselli, Mach. Learn.: Sci. Technol. 5,
+045018 (2024)): a model whose energy is linear in its last layer's weights, E = sum_i scale (w . h_i + b),
+has the energy gradient g = dE/d(w, b) = scale sum_i [h_i, 1] (D = C + 1). With G = sum over training
+structures of g g^T, the last layer's posterior covariance is alpha^2 (G + varsigma^2 I)^-1, so
+
+- per structure: sigma_E = alpha_E sqrt(g^T (G + varsigma^2 I)^-1 g) (eV);
+- per atom, the local prediction rigidity of its energy (Chong et al., J. Chem. Theory Comput. 19, 8020
+  (2023)) with g_i = scale [h_i, 1]: sigma_F,i = alpha_F sqrt(g_i^T (G + varsigma^2 I)^-1 g_i) (eV/Å), a
+  proxy for the uncertainty of one force component of atom i, calibrated on force errors.
+
+G comes from one pass over the training split; varsigma and the two alphas are fitted on the validation split
+(:func:`~sciml.training.uncertainty.fit_last_layer_uncertainty`). The wrapped model's predictions are
+unchanged; the extra cost per call is two (N, D) x (D, D) products.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from sciml.nn.checkpoint import build_module, module_spec
+
+
+class LastLayerUncertainty(nn.Module):
+    """``model`` (an :class:`~sciml.models.E2Former` or any energy model that returns ``last_layer_features``
+    and has ``energy_scale``) with the LLPR uncertainty (module docstring). Not fitted until
+    :func:`~sciml.training.uncertainty.fit_last_layer_uncertainty` sets ``rigidity_factor`` (D, D), the
+    Cholesky factor L of (G + varsigma^2 I)^-1 = L L^T, and the scales; the state dict carries them.
+
+    Args:
+        model: the trained energy model, or its ``{"class_path", "init_args"}`` spec.
+        features: D - 1, the width of ``last_layer_features`` (default: ``model.energy_head[-1].in_features``).
+    """
+
+    def __init__(self, model: nn.Module | dict, features: int | None = None) -> None:
+        super().__init__()
+        if isinstance(model, dict):
+            model = build_module(model, "last-layer uncertainty model spec")
+        self.model = model
+        features = int(features if features is not None else model.energy_head[-1].in_features)
+        self.config = {"model": module_spec(model), "features": features}
+        dtype = next(model.parameters()).dtype
+        # L with (G + varsigma^2 I)^-1 = L L^T: u = |L^T g| is never negative, also in float32
+        self.register_buffer("rigidity_factor", torch.zeros(features + 1, features + 1, dtype=dtype))
+        self.register_buffer("energy_uncertainty_scale", torch.tensor(float("nan"), dtype=dtype))
+        self.register_buffer("force_uncertainty_scale", torch.tensor(float("nan"), dtype=dtype))
+        self.register_buffer("regulariser", torch.tensor(float("nan"), dtype=dtype))
+
+    @property
+    def species(self) -> list[int]:
+        """The model's atomic numbers."""
+        return self.model.species
+
+    @property
+    def cutoff(self) -> float:
+        """The model's cutoff radius (Å)."""
+        return self.model.cutoff
+
+    @property
+    def calibrated(self) -> bool:
+        """Whether the rigidity and both scales have been fitted."""
+        return bool(torch.isfinite(self.energy_uncertainty_scale) and torch.isfinite(self.force_uncertainty_scale))
+
+    def forward(self, batch) -> dict[str, torch.Tensor]:
+        """The model's outputs plus the last-layer gradients per atom, ``atom_last_layer_gradient`` (N, D),
+        and per structure, ``last_layer_gradient`` (B, D), in eV per unit weight."""
+        outputs = dict(self.model(batch))
+        hidden = outputs["last_layer_features"]
+        per_atom = torch.cat([hidden, torch.ones_like(hidden[:, :1])], dim=1) * self.model.energy_scale
+        per_structure = per_atom.new_zeros(batch.cell.shape[0], per_atom.shape[1]).index_add(0, batch.batch, per_atom)
+        outputs["atom_last_layer_gradient"], outputs["last_layer_gradient"] = per_atom, per_structure
+        return outputs
+
+    def uncertainty(self, outputs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """sigma_E (B,) in eV and sigma_F (N,) in eV/Å (module docstring); NaN until fitted."""
+        energy, forces = rigidity_spread(outputs, self.rigidity_factor)
+        return self.energy_uncertainty_scale * energy, self.force_uncertainty_scale * forces
+
+
+def rigidity_spread(outputs: dict[str, torch.Tensor], factor: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Unscaled sqrt(g^T L L^T g) = |L^T g| per structure (B,) and per atom (N,) for the factor ``L`` (D, D)."""
+    structure, atom = outputs["last_layer_gradient"].detach(), outputs["atom_last_layer_gradient"].detach()
+    factor = factor.to(structure.dtype)
+    return (structure @ factor).norm(dim=1), (atom @ factor).norm(dim=1)

@@ -1,0 +1,78 @@
+"""The last-layer (LLPR) uncertainty: the wrapper changes no prediction, its gradient features are dE/d(w, b),
+the fit calibrates on the validation split, the checkpoint it writes carries it to the calculator, and it
+grows away from the training data (float64 where exactness is asserted)."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+from sciml.calculators import SciMLCalculator
+from sciml.models import LastLayerUncertainty
+from sciml.nn.checkpoint import write_model_checkpoint
+from sciml.nn.forces import ForceStressOutput
+from sciml.testing import graph_batch, random_molecule
+from sciml.training.uncertainty import fit_last_layer_uncertainty
+from tests.models.test_e2former import make_e2former
+
+
+def test_the_wrapper_changes_no_prediction_and_its_features_are_the_last_layer_gradient():
+    model = make_e2former()
+    batch = graph_batch([random_molecule([6, 1, 1, 8, 1], seed=4), random_molecule([8, 1, 1], seed=5)], 4.0)
+    bare = ForceStressOutput(model).eval()(batch)
+    outputs = ForceStressOutput(LastLayerUncertainty(model)).eval()(batch)
+    for key in ("energy", "energies", "forces"):
+        torch.testing.assert_close(outputs[key], bare[key], rtol=0, atol=0)
+    last = model.energy_head[-1]
+    for structure in range(2):
+        weight, bias = torch.autograd.grad(model(batch)["energy"][structure], [last.weight, last.bias])
+        expected = torch.cat([weight.flatten(), bias])
+        torch.testing.assert_close(outputs["last_layer_gradient"][structure], expected, rtol=1e-10, atol=1e-12)
+
+
+@pytest.fixture(scope="module")
+def fitted(committee_run):
+    """The LLPR of the committee run's first member (a trained E2Former, its EMA weights), and the data."""
+    module, data, _ = committee_run
+    member = copy.deepcopy(module.evaluation_model.members[0])
+    wrapped = fit_last_layer_uncertainty(member, data.train_dataloader(), data.val_dataloader())
+    return wrapped, data
+
+
+def test_the_fit_is_calibrated_on_the_validation_split(fitted):
+    wrapped, data = fitted
+    assert wrapped.calibrated and wrapped.force_uncertainty_scale > 0 and wrapped.energy_uncertainty_scale > 0
+    assert 0 < float(wrapped.regulariser) < float("inf")
+    squared_errors = predicted = 0.0
+    potential = ForceStressOutput(wrapped).eval()
+    for batch in data.val_dataloader():
+        outputs = potential(batch)
+        sigma_e, sigma_f = wrapped.uncertainty(outputs)
+        squared_errors += float(((outputs["forces"] - batch.forces) ** 2).sum())
+        predicted += float(3 * (sigma_f**2).sum())
+    assert predicted == pytest.approx(squared_errors, rel=1e-9)  # the scale's definition, on that split
+
+
+def test_the_checkpoint_carries_it_to_the_calculator_and_it_grows_away_from_the_data(fitted, tmp_path, molecule_frames):
+    wrapped, _ = fitted
+    path = write_model_checkpoint(wrapped, tmp_path / "llpr.ckpt")
+    calculator = SciMLCalculator.from_checkpoint(path, dtype="float64")
+    assert calculator.reports_uncertainty
+    atoms = molecule_frames[0].copy()
+    atoms.calc = calculator
+    energy = atoms.get_potential_energy()
+    batch = graph_batch([atoms], wrapped.cutoff)
+    outputs = ForceStressOutput(wrapped).eval()(batch)
+    sigma_e, sigma_f = wrapped.uncertainty(outputs)
+    assert energy == pytest.approx(float(outputs["energy"][0]), rel=1e-12)
+    assert calculator.results["energy_uncertainty"] == pytest.approx(float(sigma_e[0]), rel=1e-9)
+    np.testing.assert_allclose(calculator.results["forces_uncertainty"], sigma_f.detach().numpy(), rtol=1e-9)
+    squeezed = atoms.copy()  # bonds 25 % shorter than any training frame's
+    squeezed.positions = atoms.positions.mean(0) + 0.75 * (atoms.positions - atoms.positions.mean(0))
+    squeezed.calc = calculator
+    squeezed.get_potential_energy()
+    # 1.2x here (a 2-epoch model of 12 frames, nine last-layer weights): the direction is what is asserted
+    assert calculator.results["energy_uncertainty"] > 1.1 * float(sigma_e[0])
