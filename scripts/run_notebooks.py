@@ -6,8 +6,9 @@ Each notebook in ``notebooks/`` runs top to bottom in a fresh kernel (nbclient; 
 cells' sources, the run's provenance (command, commit, date, machine, package versions) and its wall time.
 The documentation shows those outputs without executing anything (``nb_execution_mode = "off"``).
 
-    python scripts/run_notebooks.py                       # all three: ~25 min on 2 CPU cores
+    python scripts/run_notebooks.py                       # all three: over 45 min on 2 CPU cores
     python scripts/run_notebooks.py notebooks/01_ou_singular_functions.ipynb
+    python scripts/run_notebooks.py --quick notebooks/03_molecular_slow_modes.ipynb   # the tests' length
     python scripts/run_notebooks.py --check               # exit 1 if a notebook's outputs are missing,
                                                           # failed or older than its sources (the tests run this)
 
@@ -57,13 +58,17 @@ def problems(path: Path) -> list[str]:
     return found
 
 
-def run(path: Path) -> float:
-    """Execute ``path`` in full mode and write it back with its outputs; returns the wall seconds."""
+def run(path: Path, provenance: dict, quick: bool = False) -> float:
+    """Execute ``path`` in full mode and write it back with its outputs and ``provenance`` (taken before the
+    first notebook runs: the notebooks written by this run would mark the checkout dirty); returns the wall
+    seconds."""
     import nbclient
     import nbformat
 
     notebook = nbformat.read(path, as_version=4)
     os.environ.pop("SCIML_QUICK", None)  # the kernel inherits this process's environment
+    if quick:
+        os.environ["SCIML_QUICK"] = "1"
     os.environ.pop("MPLBACKEND", None)  # the kernel's inline backend, so the figures are stored
     os.environ["SCIML_FIGURES"] = str(NOTEBOOKS / "figures")
     start = time.perf_counter()
@@ -73,8 +78,8 @@ def run(path: Path) -> float:
     seconds = time.perf_counter() - start
     notebook.metadata["sciml"] = {
         "source_sha256": source_hash(notebook),
-        "mode": "full (SCIML_QUICK unset)",
-        **run_provenance(),
+        "mode": "quick (SCIML_QUICK=1)" if quick else "full (SCIML_QUICK unset)",
+        **provenance,
         "wall_seconds": round(seconds, 1),
     }
     nbformat.write(notebook, path)
@@ -85,17 +90,22 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("notebooks", nargs="*", type=Path, help="default: every notebook in notebooks/")
     parser.add_argument("--check", action="store_true", help="only check the stored outputs; run nothing")
+    parser.add_argument("--quick", action="store_true", help="run in quick mode (SCIML_QUICK=1: the tests' length)")
     args = parser.parse_args()
     paths = [path.resolve() for path in args.notebooks] or sorted(NOTEBOOKS.glob("*.ipynb"))
     if args.check:
         found = [problem for path in paths for problem in problems(path)]
-        print("\n".join(found) or f"{len(paths)} notebooks: stored outputs are a full run of their sources")
+        for path in paths:
+            stamp = json.loads(path.read_text())["metadata"].get("sciml", {})
+            print(f"{path.name}: stored run {stamp.get('mode', 'none')}, {stamp.get('date')}")
+        print("\n".join(found) or f"{len(paths)} notebooks: stored outputs are a run of their current sources")
         if found:
             print("run them again: python scripts/run_notebooks.py", file=sys.stderr)
         return 1 if found else 0
+    provenance = run_provenance()
     for path in paths:
         print(f"{path.name}: running ...", flush=True)
-        print(f"{path.name}: {run(path) / 60:.1f} min", flush=True)
+        print(f"{path.name}: {run(path, provenance, args.quick) / 60:.1f} min", flush=True)
     return 0
 
 

@@ -54,8 +54,8 @@ class UncertaintyCalibration:
         return energy, forces
 
 
-#: Regularisers tried, varsigma^2 as fractions of trace(G) / D: the one with the lowest Gaussian negative
-#: log-likelihood of the validation force errors is kept.
+#: The regularisers tried, each varsigma^2 as a fraction of trace(G) / D; the one with the lowest Gaussian
+#: negative log-likelihood of the validation force errors is kept.
 REGULARISER_GRID = tuple(10.0**k for k in range(-10, 1))
 
 
