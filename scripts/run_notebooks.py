@@ -38,30 +38,30 @@ def source_hash(notebook: dict) -> str:
     return hashlib.sha256(json.dumps(cells).encode()).hexdigest()
 
 
-def problems(path: Path) -> list[str]:
-    """Why the stored outputs of ``path`` are not a complete, successful run of its current sources."""
-    notebook = json.loads(path.read_text())
+def problems(name: str, notebook: dict) -> list[str]:
+    """Why the stored outputs of ``notebook`` (read from the file ``name``) are not a complete, successful
+    run of its current sources."""
     stamp = notebook["metadata"].get("sciml")
     if stamp is None:
-        return [f"{path.name}: no stored run (metadata.sciml missing)"]
+        return [f"{name}: no stored run (metadata.sciml missing)"]
     found = []
     if stamp.get("source_sha256") != source_hash(notebook):
-        found.append(f"{path.name}: edited after its stored run of {stamp.get('date')}")
+        found.append(f"{name}: edited after its stored run of {stamp.get('date')}")
     code = [cell for cell in notebook["cells"] if cell["cell_type"] == "code"]
     counts = [cell["execution_count"] for cell in code]
     if counts != list(range(1, len(code) + 1)):
-        found.append(f"{path.name}: cells not run once each in order (execution counts {counts})")
+        found.append(f"{name}: cells not run once each in order (execution counts {counts})")
     for number, cell in enumerate(code, start=1):
         errors = [output for output in cell["outputs"] if output["output_type"] == "error"]
         if errors:
-            found.append(f"{path.name}: code cell {number} stored an error ({errors[0].get('ename')})")
+            found.append(f"{name}: code cell {number} stored an error ({errors[0].get('ename')})")
     return found
 
 
 def run(path: Path, provenance: dict, quick: bool = False) -> float:
-    """Execute ``path`` in full mode and write it back with its outputs and ``provenance`` (taken before the
-    first notebook runs: the notebooks written by this run would mark the checkout dirty); returns the wall
-    seconds."""
+    """Execute ``path`` in full mode (or, with ``quick``, with ``SCIML_QUICK=1``) and write it back with its
+    outputs and ``provenance`` (taken before the first notebook runs: the notebooks written by this run would
+    mark the checkout dirty); returns the wall seconds."""
     import nbclient
     import nbformat
 
@@ -94,10 +94,12 @@ def main() -> int:
     args = parser.parse_args()
     paths = [path.resolve() for path in args.notebooks] or sorted(NOTEBOOKS.glob("*.ipynb"))
     if args.check:
-        found = [problem for path in paths for problem in problems(path)]
+        found = []
         for path in paths:
-            stamp = json.loads(path.read_text())["metadata"].get("sciml", {})
+            notebook = json.loads(path.read_text())
+            stamp = notebook["metadata"].get("sciml", {})
             print(f"{path.name}: stored run {stamp.get('mode', 'none')}, {stamp.get('date')}")
+            found += problems(path.name, notebook)
         print("\n".join(found) or f"{len(paths)} notebooks: stored outputs are a run of their current sources")
         if found:
             print("run them again: python scripts/run_notebooks.py", file=sys.stderr)
