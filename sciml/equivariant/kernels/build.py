@@ -18,10 +18,10 @@ from pathlib import Path
 
 import torch
 
-from sciml.equivariant.kernels import ops  # noqa: F401  (the schemas must exist before the impls load)
-
 SOURCES = Path(__file__).parent / "csrc"
-CPU_SOURCES = [SOURCES / "cpu_ops.cpp"]
+#: The CPU library: the operators' schemas and C++ autograd (ops.cpp) and their CPU kernels.
+CPU_SOURCES = [SOURCES / "ops.cpp", SOURCES / "cpu_ops.cpp"]
+#: The CUDA library, loaded after the CPU one: CUDA kernels only.
 CUDA_SOURCES = [SOURCES / "cuda_ops.cu"]
 CFLAGS = ["-O3", "-fopenmp", "-march=native"]
 CUDA_CFLAGS = ["-O3", "--expt-relaxed-constexpr"]
@@ -46,14 +46,12 @@ def _cpu_model() -> str:
 
 
 def build_key(with_cuda: bool) -> str:
+    """Hash of the sources, flags, torch version, CPU model and Python of the CPU (or CUDA) library."""
     digest = hashlib.sha256()
-    for path in CPU_SOURCES + (CUDA_SOURCES if with_cuda else []):
+    for path in CUDA_SOURCES if with_cuda else CPU_SOURCES:
         digest.update(path.read_bytes())
-    digest.update(
-        " ".join(
-            [*CFLAGS, *CUDA_CFLAGS, torch.__version__, str(torch.version.cuda), _cpu_model(), sys.version]
-        ).encode()
-    )
+    flags = [*CUDA_CFLAGS, str(torch.version.cuda)] if with_cuda else CFLAGS
+    digest.update(" ".join([*flags, torch.__version__, _cpu_model(), sys.version]).encode())
     return digest.hexdigest()[:16]
 
 
@@ -61,38 +59,62 @@ def cuda_buildable() -> bool:
     return torch.cuda.is_available() and torch.version.cuda is not None
 
 
+def library_paths(with_cuda: bool = False) -> list[Path]:
+    """Where the shared libraries of the kernels are (or will be) cached: the CPU library, then the CUDA one."""
+    paths = []
+    for cuda in (False, True) if with_cuda else (False,):
+        name = f"sciml_kernels_{'cuda' if cuda else 'cpu'}_{build_key(cuda)}"
+        paths.append(cache_root() / name / f"{name}.so")
+    return paths
+
+
 @cache
-def load(with_cuda: bool = False, verbose: bool = False) -> Path:
-    """Build (once, cached) and load the kernels; returns the shared library's path.
+def load_library(with_cuda: bool = False, verbose: bool = False) -> tuple[Path, ...]:
+    """Build (once, cached on disk) and load the shared libraries; returns their paths (CPU first).
+
+    The CPU library defines the ``sciml::`` schemas and autograd and must be loaded first; the CUDA library
+    adds CUDA kernels. Python's fake implementations are not registered here (see :func:`load`).
 
     Raises:
         KernelUnavailable: with the compiler's or loader's reason.
     """
     if with_cuda and not cuda_buildable():
         raise KernelUnavailable("CUDA kernels need a CUDA build of torch and a visible GPU")
-    name = f"sciml_kernels_{'cuda' if with_cuda else 'cpu'}_{build_key(with_cuda)}"
-    directory = cache_root() / name
-    library = directory / f"{name}.so"
+    if with_cuda:
+        load_library(False, verbose)
+    library = library_paths(with_cuda)[-1]
     try:
-        if library.exists():
-            torch.ops.load_library(str(library))
-            return library
-        directory.mkdir(parents=True, exist_ok=True)
-        from torch.utils import cpp_extension
+        if not library.exists():
+            library.parent.mkdir(parents=True, exist_ok=True)
+            from torch.utils import cpp_extension
 
-        cpp_extension.load(
-            name=name,
-            sources=[str(p) for p in CPU_SOURCES + (CUDA_SOURCES if with_cuda else [])],
-            extra_cflags=CFLAGS,
-            extra_cuda_cflags=CUDA_CFLAGS,
-            extra_ldflags=["-fopenmp"],
-            build_directory=str(directory),
-            is_python_module=False,
-            verbose=verbose,
-        )
+            cpp_extension.load(
+                name=library.stem,
+                sources=[str(p) for p in (CUDA_SOURCES if with_cuda else CPU_SOURCES)],
+                extra_cflags=CFLAGS,
+                extra_cuda_cflags=CUDA_CFLAGS,
+                extra_ldflags=["-fopenmp"],
+                build_directory=str(library.parent),
+                is_python_module=False,
+                verbose=verbose,
+            )
+        else:
+            torch.ops.load_library(str(library))
     except Exception as error:  # compiler missing, headers missing, linker errors, ...
         raise KernelUnavailable(f"building the {'CUDA' if with_cuda else 'CPU'} kernels failed: {error}") from error
-    return library
+    return tuple(library_paths(with_cuda))
+
+
+def load(with_cuda: bool = False, verbose: bool = False) -> tuple[Path, ...]:
+    """Load the kernels (building them once) with everything Python adds: the fake implementations.
+
+    Returns the shared libraries' paths (CPU first). Raises:
+        KernelUnavailable: with the compiler's or loader's reason.
+    """
+    paths = load_library(with_cuda, verbose)
+    from sciml.equivariant.kernels import ops  # noqa: F401  (registers the fake implementations)
+
+    return paths
 
 
 def compile_cuda_object(output: Path, arch: str = "sm_90") -> Path:

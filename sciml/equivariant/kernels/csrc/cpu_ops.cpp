@@ -1,5 +1,5 @@
-// CPU (OpenMP) kernels of the sciml:: operators. Schemas are defined in Python
-// (sciml/equivariant/kernels/ops.py); this file only registers CPU implementations.
+// CPU (OpenMP) kernels of the sciml:: operators. Schemas and autograd are in ops.cpp (the same
+// library); this file only registers CPU implementations.
 //
 //   cg_contract(x[N,M1,C], y[N,M2,Cy], i1[K], i2[K], i3[K], coeff[K], out_dim) -> out[N,out_dim,C]
 //       out[n, i3[k], c] += coeff[k] * x[n, i1[k], c] * y[n, i2[k], Cy == 1 ? 0 : c]
