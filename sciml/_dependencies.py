@@ -14,7 +14,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 SUPPORTED: dict[str, str] = {
-    # torch.library.register_fake / register_autograd (the compiled kernels' fake and autograd rules): 2.4
+    # torch.library.register_fake (the compiled kernels' fake implementations): 2.4
     "torch": ">=2.4",
     # o3.FromS2Grid / ToS2Grid / spherical_harmonics / Irreps as sciml calls them; 0.7 may change them
     "e3nn": ">=0.5,<0.7",

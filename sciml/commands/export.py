@@ -1,6 +1,6 @@
 """``sciml export``: a trained potential as a metatomic ``AtomisticModel`` file (TorchScript).
 
-    sciml export runs/quickstart/.../last.ckpt model.pt [--dtype float64] [--overwrite]
+    sciml export runs/quickstart/.../last.ckpt model.pt [--dtype float64] [--kernels auto] [--overwrite]
 
 The file runs in metatomic engines without sciml (``metatomic_ase.MetatomicCalculator``, LAMMPS, i-PI,
 GROMACS builds with metatomic). Needs the ``export`` extra. See :mod:`sciml.interfaces.metatomic`.
@@ -20,6 +20,12 @@ def parser() -> argparse.ArgumentParser:
     add("--dtype", default="float64", choices=["float32", "float64"], help="the model's dtype in the engine")
     add("--no-ema", action="store_true", help="export the trained weights instead of their moving average")
     add("--overwrite", action="store_true", help="replace an existing output file")
+    add(
+        "--kernels",
+        default="auto",
+        choices=["auto", "reference"],
+        help="auto: the compiled sciml:: kernels (the file names their library), reference: pure-PyTorch ops",
+    )
     return parser
 
 
@@ -34,11 +40,13 @@ def main(args: list[str]) -> dict:
             f"sciml export needs metatomic-torch ({error}): pip install 'sciml[export]' "
             "(metatomic-torch==0.1.19 metatomic-ase==0.1.4)"
         ) from error
-    summary = export_metatomic(options.checkpoint, options.out, options.dtype, not options.no_ema, options.overwrite)
+    summary = export_metatomic(
+        options.checkpoint, options.out, options.dtype, not options.no_ema, options.overwrite, options.kernels
+    )
     print(
         f"wrote {options.out}: metatomic AtomisticModel, {options.dtype}, cutoff {summary['cutoff']:g} Å, "
-        f"species {summary['species']}; kernels: pure-PyTorch reference ops (the compiled sciml:: kernels are "
-        f"not loadable from TorchScript engines); trace checked against the model on a periodic probe: "
-        f"{summary['trace_error']:.1e} relative"
+        f"species {summary['species']}, CPU and CUDA; kernels: {summary['kernels']} on CPU, "
+        f"{summary['cuda_kernels']} on CUDA; libraries an engine loads: {summary['libraries'] or 'none'}; "
+        f"trace checked against the model on a periodic probe: {summary['trace_error']:.1e} relative"
     )
     return summary

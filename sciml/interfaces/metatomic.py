@@ -12,15 +12,23 @@ GROMACS builds with metatomic), without sciml or Python::
 How: the energy model (graph -> per-atom energies) is traced with :func:`torch.jit.trace` on a probe
 molecule, inside a scripted wrapper that reads metatomic's full neighbour list (``cutoff``, strict) and the
 system's cell, so forces and stress come from the engine's autograd through the same graph as in
-:class:`~sciml.calculators.SciMLCalculator`. The compiled ``sciml::`` kernels have Python-registered
-autograd, which TorchScript engines cannot load, so the export runs the pure-PyTorch reference ops
-(the ground truth: the same numbers to rounding, slower than the compiled kernels). Before saving, the
-trace is checked against the Python model on a periodic probe of another size (energies and forces), so
-a model whose code a trace cannot capture is refused instead of written.
+:class:`~sciml.calculators.SciMLCalculator`. The trace runs the compiled ``sciml::`` kernels: their schemas,
+autograd and CPU/CUDA implementations are C++ (``sciml/equivariant/kernels/csrc``), in a shared library that
+the model's metadata names (metatomic's ``extensions``), so an engine loads it without Python. Where the
+kernels cannot be built, the export runs the pure-PyTorch reference ops instead (same numbers to rounding,
+slower) and says so.
+
+Devices: the traced graph is made device-generic (every CPU device constant the trace recorded is replaced
+by the positions' device), so one file runs on CPU and CUDA. On CUDA it runs the compiled CUDA kernels
+when the CUDA library was loaded at export (export on a GPU machine), else a second, reference-op trace.
+Before saving, each trace is checked against the Python model on a periodic probe of another size
+(energies and forces), so a model whose code a trace cannot capture is refused instead of written.
 """
 
 import contextlib
+import copy
 import sys
+import warnings
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Dict, List, Optional  # noqa: UP035 (TorchScript and metatomic read these annotations)
@@ -78,7 +86,8 @@ class ExportError(RuntimeError):
 
 class AtomEnergies(nn.Module):
     """The traced part: positions (N, 3) Å, atomic numbers (N,), edge_index (2, E) (receiver, sender),
-    shifts (E, 3) Å, cell (3, 3) Å -> per-atom energies (N,) eV, through the energy model's ``forward``."""
+    shifts (E, 3) Å, cell (3, 3) Å -> per-atom energies (N,) eV, through the energy model's ``forward``.
+    Integer inputs of any width (metatomic's neighbour lists are int32) become int64 for the kernels."""
 
     def __init__(self, model: nn.Module) -> None:
         super().__init__()
@@ -87,13 +96,29 @@ class AtomEnergies(nn.Module):
     def forward(self, positions, numbers, edge_index, shifts, cell) -> torch.Tensor:
         graph = SimpleNamespace(
             pos=positions,
-            numbers=numbers,
-            batch=torch.zeros_like(numbers),
+            numbers=numbers.to(torch.int64),
+            batch=torch.zeros_like(numbers, dtype=torch.int64),
             cell=cell[None],
-            edge_index=edge_index,
+            edge_index=edge_index.to(torch.int64),
             shifts=shifts,
         )
         return self.model(graph)["energies"]
+
+
+class EngineSettings(nn.Module):
+    """Called by :class:`MetatomicPotential` before each evaluation: nothing (for files on the reference ops)."""
+
+    def forward(self) -> None:
+        pass
+
+
+class UnoptimizedGraphExecutor(EngineSettings):
+    """Switches the engine's TorchScript graph executor to running graphs as traced (``sciml::`` op,
+    process-wide): its profiling optimisations made E2Former's energy + forces 1.6x slower than eager
+    autograd (4096 Cu atoms, 2 threads); unoptimised, the exported file runs at the calculator's speed."""
+
+    def forward(self) -> None:
+        torch.ops.sciml.use_unoptimized_graph_executor()
 
 
 class MetatomicPotential(nn.Module):
@@ -101,9 +126,19 @@ class MetatomicPotential(nn.Module):
     or per atom (``sample_kind="atom"``), for all atoms or the ``selected_atoms`` (domain decomposition:
     the other atoms still act as neighbours)."""
 
-    def __init__(self, energies: torch.jit.ScriptModule, species: List[int], cutoff: float) -> None:  # noqa: UP006
+    def __init__(
+        self,
+        energies: torch.jit.ScriptModule,
+        species: List[int],  # noqa: UP006
+        cutoff: float,
+        cuda_energies: Optional[torch.jit.ScriptModule] = None,  # noqa: UP045
+        settings: Optional[nn.Module] = None,  # noqa: UP045
+    ) -> None:
         super().__init__()
+        self.settings = EngineSettings() if settings is None else settings
         self.energies = energies
+        # on CUDA: the same trace when the CUDA kernels were loaded at export, else the reference-op trace
+        self.cuda_energies = energies if cuda_energies is None else cuda_energies
         known = torch.zeros(119, dtype=torch.bool)
         known[torch.tensor(species)] = True
         self.register_buffer("known_numbers", known)
@@ -120,6 +155,7 @@ class MetatomicPotential(nn.Module):
     ) -> Dict[str, TensorMap]:  # noqa: UP006
         if "energy" not in outputs:
             return {}
+        self.settings()
         per_atom = outputs["energy"].sample_kind == "atom"
         device = self.known_numbers.device
         values: List[torch.Tensor] = []  # noqa: UP006
@@ -133,7 +169,10 @@ class MetatomicPotential(nn.Module):
                 [pairs.samples.column(f"cell_shift_{axis}") for axis in ("a", "b", "c")], dim=1
             )
             shifts = integer_shifts.to(system.positions.dtype) @ system.cell
-            atom_energies = self.energies(system.positions, system.types, edge_index, shifts, system.cell)
+            if system.positions.device.type == "cuda":
+                atom_energies = self.cuda_energies(system.positions, system.types, edge_index, shifts, system.cell)
+            else:
+                atom_energies = self.energies(system.positions, system.types, edge_index, shifts, system.cell)
             atoms = torch.arange(atom_energies.shape[0], dtype=torch.int32, device=device)
             if selected_atoms is not None:
                 atoms = selected_atoms.values[selected_atoms.column("system") == index][:, 1]
@@ -154,13 +193,71 @@ class MetatomicPotential(nn.Module):
         return {"energy": TensorMap(Labels(["_"], torch.tensor([[0]], dtype=torch.int32, device=device)), [block])}
 
 
-def use_reference_kernels(model: nn.Module) -> nn.Module:
-    """Every kernel module of ``model`` runs the pure-PyTorch reference ops (in place; returns ``model``)."""
+def set_kernels(model: nn.Module, backend: str) -> nn.Module:
+    """Every kernel module of ``model`` runs ``backend`` (``"reference"`` or ``"auto"``; in place)."""
     for module in model.modules():
         if isinstance(module, KernelModule):
-            module.requested_backend = module.backend = "reference"
+            module.requested_backend = module.backend = backend
             module._resolved_for = None
     return model
+
+
+def kernel_backends(model: nn.Module) -> set[str]:
+    """The backends that ran in ``model``'s kernel modules (after a call)."""
+    return {module.backend for module in model.modules() if isinstance(module, KernelModule)}
+
+
+def follow_input_device(traced: torch.jit.ScriptModule) -> torch.jit.ScriptModule:
+    """Make a trace device-generic, in place: inline its forward and replace every device constant the
+    trace recorded (``cpu``) by the device of the first tensor input (positions). Tensor constants the trace
+    captured (the kernels' coefficient tables) reach the kernels through ``aten::to(constant, device)``
+    and so follow too; a constant of more than 0 dimensions used any other way is refused
+    (:class:`ExportError`), as it would stay on the CPU."""
+    graph = traced.graph
+    torch._C._jit_pass_inline(graph)
+    positions = list(graph.inputs())[1]
+    device = graph.create("prim::device", [positions])
+    device.output().setType(torch._C.DeviceObjType.get())
+    device.insertBefore(next(iter(graph.nodes())))
+    for node in list(graph.nodes()):
+        if node.kind() != "prim::Constant" or node is device:
+            continue
+        value = node.output().toIValue()
+        if isinstance(value, torch.device):
+            node.output().replaceAllUsesWith(device.output())
+    torch._C._jit_pass_dce(graph)
+    for node in graph.nodes():
+        value = node.output().toIValue() if node.kind() == "prim::Constant" and node.outputsSize() == 1 else None
+        if isinstance(value, torch.Tensor) and value.dim() > 0:
+            for use in node.output().uses():
+                if use.user.kind() != "aten::to" or device.output() not in list(use.user.inputs()):
+                    raise ExportError(
+                        f"the trace holds a constant tensor of shape {tuple(value.shape)} used by "
+                        f"'{use.user.kind()}' that would stay on the CPU; it cannot run on other devices"
+                    )
+    torch._C._jit_pass_lint(graph)
+    return traced
+
+
+def trace_energies(model: nn.Module, backend: str, dtype: torch.dtype) -> tuple[torch.jit.ScriptModule, float, str]:
+    """Trace :class:`AtomEnergies` of ``model`` with ``backend`` kernels on the probe molecule, make it
+    device-generic and check it on the periodic probe: (trace, relative error, backend that ran)."""
+    species, cutoff = [int(z) for z in model.species], float(model.cutoff)
+    eager = AtomEnergies(set_kernels(model, backend)).eval()
+    molecule, periodic = probe_structures(species, cutoff)
+    inputs = energy_inputs(molecule, cutoff, dtype)
+    eager(*inputs)  # resolve the kernels (building them once) before the trace
+    ran = kernel_backends(model)
+    for module in model.modules():  # rebuilt inside the trace: constants moved by aten::to(device)
+        if isinstance(module, KernelModule):
+            for table in module.tables():
+                table._sparse_cache.clear()
+    with warnings.catch_warnings():  # the coefficient tables are constants of the model: as intended
+        warnings.filterwarnings("ignore", "torch.tensor results are registered as constants", torch.jit.TracerWarning)
+        traced = torch.jit.trace(eager, inputs, check_trace=False)
+    follow_input_device(traced)
+    error = check_trace(traced, eager, periodic, cutoff, dtype)
+    return traced, error, "reference" if ran == {"reference"} else "compiled"
 
 
 def probe_structures(species: list[int], cutoff: float) -> tuple[Atoms, Atoms]:
@@ -209,37 +306,78 @@ def check_trace(traced, eager: nn.Module, atoms: Atoms, cutoff: float, dtype: to
 
 
 def export_metatomic(
-    checkpoint: str | Path, out: str | Path, dtype: str = "float64", use_ema: bool = True, overwrite: bool = False
+    checkpoint: str | Path,
+    out: str | Path,
+    dtype: str = "float64",
+    use_ema: bool = True,
+    overwrite: bool = False,
+    kernels: str = "auto",
 ) -> dict[str, float | str]:
-    """Write ``out`` (a metatomic ``AtomisticModel``, TorchScript) from a ``sciml fit`` checkpoint, atomically
-    (complete or not at all); an existing ``out`` is refused unless ``overwrite``.
+    """Write ``out`` (a metatomic ``AtomisticModel``, TorchScript) from a ``sciml fit`` checkpoint: see
+    :func:`write_metatomic`."""
+    model = load_model(checkpoint, "cpu", use_ema)
+    return write_metatomic(model, out, dtype, kernels, overwrite, source=Path(checkpoint).name)
 
-    Returns a summary: the kernels used (``"reference"``), the trace check's relative error, cutoff and
-    species. Raises :class:`ExportError` if the trace does not reproduce the model.
+
+def write_metatomic(
+    model: nn.Module,
+    out: str | Path,
+    dtype: str = "float64",
+    kernels: str = "auto",
+    overwrite: bool = False,
+    source: str = "a sciml model",
+) -> dict[str, float | str]:
+    """Write ``out`` (a metatomic ``AtomisticModel``, TorchScript) from an energy model (graph -> per-atom
+    energies, with ``species`` and ``cutoff``), atomically (complete or not at all); an existing ``out`` is
+    refused unless ``overwrite``. ``kernels``: ``"auto"`` (the compiled ``sciml::`` kernels where they build,
+    else the reference ops) or ``"reference"``. ``model`` itself is left as it is (a copy is traced).
+
+    Returns a summary: the kernels the file runs on CPU and on CUDA, the kernel libraries it names (an
+    engine loads them), the trace check's relative error, cutoff and species. Raises
+    :class:`ExportError` if a trace does not reproduce the model.
     """
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got '{dtype}'")
+    if kernels not in ("auto", "reference"):
+        raise ValueError(f"kernels must be 'auto' or 'reference', got '{kernels}'")
     output = AtomicOutput(out, overwrite, "--overwrite")
     torch_dtype = DTYPES[dtype]
-    model = use_reference_kernels(load_model(checkpoint, "cpu", use_ema)).to(torch_dtype)
+    model = copy.deepcopy(model).to(device="cpu", dtype=torch_dtype).eval()
     species, cutoff = [int(z) for z in model.species], float(model.cutoff)
-    eager = AtomEnergies(model).eval()
-    molecule, periodic = probe_structures(species, cutoff)
-    traced = torch.jit.trace(eager, energy_inputs(molecule, cutoff, torch_dtype), check_trace=False)
-    error = check_trace(traced, eager, periodic, cutoff, torch_dtype)
+    traced, error, cpu_kernels = trace_energies(model, kernels, torch_dtype)
+    cuda_traced, cuda_kernels = None, cpu_kernels
+    if cpu_kernels == "compiled" and not _cuda_kernels_loaded():
+        cuda_traced, cuda_error, cuda_kernels = trace_energies(model, "reference", torch_dtype)
+        error = max(error, cuda_error)
     capabilities = ModelCapabilities(
         outputs={"energy": ModelOutput(unit="eV", sample_kind="atom")},
         atomic_types=species,
         interaction_range=cutoff,
         length_unit="Angstrom",
-        supported_devices=["cpu"],
+        supported_devices=["cpu", "cuda"],
         dtype=dtype,
     )
     metadata = ModelMetadata(
         name=f"sciml {type(model).__name__}",
-        description=f"exported by sciml from {Path(checkpoint).name}: energies in eV, cutoff {cutoff:g} Å",
+        description=(
+            f"exported by sciml from {source}: energies in eV, cutoff {cutoff:g} Å; kernels: "
+            f"{cpu_kernels} on CPU, {cuda_kernels} on CUDA"
+        ),
     )
-    exported = AtomisticModel(MetatomicPotential(traced, species, cutoff).eval(), metadata, capabilities)
+    settings = UnoptimizedGraphExecutor() if cpu_kernels == "compiled" else EngineSettings()
+    potential = MetatomicPotential(traced, species, cutoff, cuda_traced, settings).eval()
+    exported = AtomisticModel(potential, metadata, capabilities)
     with output as temporary:
         exported.save(str(temporary))
-    return {"kernels": "reference", "trace_error": error, "cutoff": cutoff, "species": str(species)}
+    return {
+        "kernels": cpu_kernels,
+        "cuda_kernels": cuda_kernels,
+        "libraries": " ".join(sorted(torch.ops.loaded_libraries)),
+        "trace_error": error,
+        "cutoff": cutoff,
+        "species": str(species),
+    }
+
+
+def _cuda_kernels_loaded() -> bool:
+    return any("sciml_kernels_cuda" in Path(library).name for library in torch.ops.loaded_libraries)

@@ -1,8 +1,13 @@
 """`sciml export`: a metatomic AtomisticModel (TorchScript) that metatomic's ASE calculator runs with the same
-energies, forces and stress as SciMLCalculator (float64), per system and per atom, with selected atoms; a
-model a trace cannot capture is refused."""
+energies, forces and stress as SciMLCalculator (float64, 1e-9 relative), per system and per atom, with
+selected atoms, on the compiled sciml:: kernels (and on the reference ops); a fresh process without sciml
+loads and runs it; its graph holds no CPU device; a model a trace cannot capture is refused."""
 
 from __future__ import annotations
+
+import json
+import subprocess
+import sys
 
 import ase.io
 import numpy as np
@@ -35,7 +40,9 @@ def exported(quickstart_run, tmp_path_factory):
     _, checkpoint = quickstart_run
     out = tmp_path_factory.mktemp("export") / "model.pt"
     summary = export_main([str(checkpoint), str(out)])
-    assert summary["kernels"] == "reference" and summary["trace_error"] < 1e-12
+    assert summary["kernels"] == "compiled" and summary["trace_error"] < 1e-12
+    assert summary["cuda_kernels"] == ("compiled" if torch.cuda.is_available() else "reference")
+    assert "sciml_kernels_cpu" in summary["libraries"]
     return checkpoint, out
 
 
@@ -48,21 +55,82 @@ def structures():
     return molecule, periodic
 
 
-@pytest.mark.parametrize("periodic", [False, True], ids=["molecule", "periodic"])
-def test_exported_model_matches_sciml_calculator(exported, periodic):
-    checkpoint, model_file = exported
-    atoms = structures()[periodic]
-    properties = ["energy", "energies", "forces"] + (["stress"] if periodic else [])
+def assert_same_as_calculator(checkpoint, model_file, atoms, device="cpu"):
+    properties = ["energy", "energies", "forces"] + (["stress"] if atoms.pbc.any() else [])
     results = []
     for calculator in (
         SciMLCalculator.from_checkpoint(checkpoint, dtype="float64"),
-        MetatomicCalculator(str(model_file), check_consistency=True),
+        MetatomicCalculator(str(model_file), check_consistency=True, device=device),
     ):
         calculator.calculate(atoms.copy(), properties, all_changes)
         results.append(calculator.results)
     for name in properties:
         expected, got = np.asarray(results[0][name]), np.asarray(results[1][name])
         assert np.abs(got - expected).max() <= 1e-9 * np.abs(expected).max(), name
+
+
+@pytest.mark.parametrize("periodic", [False, True], ids=["molecule", "periodic"])
+def test_exported_model_matches_sciml_calculator(exported, periodic):
+    assert_same_as_calculator(*exported, structures()[periodic])
+
+
+def test_reference_kernel_export_matches_sciml_calculator(exported, tmp_path):
+    checkpoint, _ = exported
+    summary = export_main([str(checkpoint), str(tmp_path / "reference.pt"), "--kernels", "reference"])
+    assert summary["kernels"] == summary["cuda_kernels"] == "reference"
+    assert_same_as_calculator(checkpoint, tmp_path / "reference.pt", structures()[1])
+
+
+def test_exported_graph_follows_the_input_device(exported):
+    """No device constant is left in the energies' graph: the file runs where its inputs are (CPU, CUDA)."""
+    _, model_file = exported
+    loaded = torch.jit.load(str(model_file))
+    assert loaded.capabilities().supported_devices == ["cpu", "cuda"]
+    for energies in (loaded.module.energies, loaded.module.cuda_energies):
+        nodes = list(energies.graph.nodes())
+        assert not [n for n in nodes if n.kind() == "prim::Constant" and n.output().type().kind() == "DeviceObjType"]
+        assert any(n.kind() == "prim::device" for n in nodes)
+    assert any(n.kind() == "sciml::cg_contract" for n in loaded.module.energies.graph.nodes())
+
+
+FRESH_PROCESS = """
+import json, sys
+import ase.io, numpy as np, torch
+from metatomic_ase import MetatomicCalculator
+atoms = ase.io.read(sys.argv[2])
+calculator = MetatomicCalculator(sys.argv[1])
+result = {"energy": calculator.get_potential_energy(atoms), "forces": calculator.get_forces(atoms).tolist()}
+result["sciml_imported"] = any(name == "sciml" or name.startswith("sciml.") for name in sys.modules)
+result["executor_optimize"] = torch._C._get_graph_executor_optimize()
+print(json.dumps(result))
+"""
+
+
+def test_a_process_without_sciml_loads_and_runs_the_export(exported, tmp_path):
+    """The kernels' library, named in the file, is all an engine needs: no sciml import, no Python autograd."""
+    checkpoint, model_file = exported
+    ase.io.write(tmp_path / "probe.xyz", structures()[1])
+    atoms = ase.io.read(tmp_path / "probe.xyz")  # the positions the other process reads (text rounds them)
+    process = subprocess.run(
+        [sys.executable, "-c", FRESH_PROCESS, str(model_file), str(tmp_path / "probe.xyz")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=600,
+    )
+    assert process.returncode == 0, process.stderr[-3000:]
+    result = json.loads(process.stdout.strip().splitlines()[-1])
+    assert not result["sciml_imported"]
+    assert not result["executor_optimize"]  # the file switched TorchScript to running its graph as traced
+    reference = SciMLCalculator.from_checkpoint(checkpoint, dtype="float64")
+    forces = reference.get_forces(atoms.copy())
+    assert abs(result["energy"] - reference.results["energy"]) <= 1e-9 * abs(reference.results["energy"])
+    assert np.abs(np.asarray(result["forces"]) - forces).max() <= 1e-9 * np.abs(forces).max()
+
+
+@pytest.mark.cuda
+def test_exported_model_on_cuda_matches_sciml_calculator(exported):
+    assert_same_as_calculator(*exported, structures()[1], device="cuda")
 
 
 def test_several_systems_and_selected_atoms(exported):
