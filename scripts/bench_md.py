@@ -144,6 +144,7 @@ def main() -> None:
     parser.add_argument("--export-sizes", type=int, nargs="+", default=[512, 4096], help="Cu boxes, exported model")
     parser.add_argument("--export-steps", type=int, default=20, help="MD steps per engine in the export table")
     parser.add_argument("--export-only", action="store_true", help="only the exported-model table")
+    parser.add_argument("--export-device", default="cpu", choices=["cpu", "cuda"], help="device of the export table")
     add_result_arguments(parser)
     args = parser.parse_args()
     if args.smoke:
@@ -166,16 +167,19 @@ def export_benchmark(args) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "model.pt"
         summary = write_metatomic(model, path, args.dtype)
-        print(f"\nExported model ({summary['kernels']} kernels on CPU), {args.dtype}, {args.export_steps} steps; "
-              "seconds per ASE velocity Verlet step:")  # fmt: skip
+        kernels = summary["kernels" if args.export_device == "cpu" else "cuda_kernels"]
+        print(f"\nExported model ({kernels} kernels on {args.export_device}), {args.dtype}, {args.export_steps} "
+              "steps; seconds per ASE velocity Verlet step:")  # fmt: skip
         print("| system | atoms | SciMLCalculator | exported (metatomic ASE) | exported / calculator |")
         print("| --- | ---: | ---: | ---: | ---: |")
         ratios = {}
         systems = [("aspirin", "molecule", molecule())]
         systems += [("Cu fcc", str(n), cu_crystal(n)) for n in args.export_sizes]
         for name, key, atoms in systems:
-            ours = verlet_seconds(SciMLCalculator(model, dtype=args.dtype, skin=0.5), atoms, args.export_steps)
-            theirs = verlet_seconds(MetatomicCalculator(str(path)), atoms, args.export_steps)
+            device = args.export_device
+            ours = SciMLCalculator(model, dtype=args.dtype, skin=0.5, device=device)
+            ours = verlet_seconds(ours, atoms, args.export_steps)
+            theirs = verlet_seconds(MetatomicCalculator(str(path), device=device), atoms, args.export_steps)
             ratios[f"export_over_calculator_{key}"] = theirs / ours
             print(f"| {name} | {len(atoms)} | {ours:.4f} | {theirs:.4f} | {theirs / ours:.3f} |", flush=True)
     return ratios

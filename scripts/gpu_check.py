@@ -4,7 +4,8 @@ errors (float64: values, first and second derivatives) and timings (kernel vs re
     python scripts/gpu_check.py            # about 6-10 minutes on one GPU, most of it compiling
 
 Then the full-model table: E2Former (eager, compiled, compiled with CUDA graphs over fixed-capacity neighbour
-buffers) against MACE on the same GPU, aspirin and fcc Cu boxes of 4096 and 32768 atoms (scripts/_systems.py).
+buffers) against MACE on the same GPU, aspirin and fcc Cu boxes of 4096 and 32768 atoms (scripts/_systems.py),
+and the exported model (metatomic, CUDA kernels) against SciMLCalculator on CUDA (``bench_md.py --export-only``).
 
 It exits non-zero if a check fails. On a machine without a GPU it says so and exits 2.
 """
@@ -56,6 +57,7 @@ def main() -> int:
             "-p",
             "no:cacheprovider",
             "tests/equivariant/test_kernels.py",
+            "tests/interfaces/test_metatomic.py",
             "-k",
             "cuda or opcheck",
         ],
@@ -103,6 +105,12 @@ def main() -> int:
         cwd=ROOT,
     )
     full_model_table()
+    print("\nexported model (metatomic) against SciMLCalculator on the GPU:", flush=True)
+    subprocess.call(
+        [sys.executable, "bench_md.py", "--export-only", "--export-device", "cuda", "--export-sizes", "4096", "32768",
+         "--results", str(ROOT / "benchmarks" / "results" / "gpu")],
+        cwd=ROOT / "scripts",
+    )  # fmt: skip
     print("GPU CHECK", "PASSED" if ok else "FAILED")
     return 0 if ok else 1
 

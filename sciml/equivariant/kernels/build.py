@@ -19,9 +19,9 @@ from pathlib import Path
 import torch
 
 SOURCES = Path(__file__).parent / "csrc"
-#: The CPU library: the operators' schemas and C++ autograd (ops.cpp) and their CPU kernels.
+#: The CPU library, with the operators' schemas and C++ autograd (ops.cpp) and their CPU kernels.
 CPU_SOURCES = [SOURCES / "ops.cpp", SOURCES / "cpu_ops.cpp"]
-#: The CUDA library, loaded after the CPU one: CUDA kernels only.
+#: The CUDA library (CUDA kernels only), loaded after the CPU one.
 CUDA_SOURCES = [SOURCES / "cuda_ops.cu"]
 CFLAGS = ["-O3", "-fopenmp", "-march=native"]
 CUDA_CFLAGS = ["-O3", "--expt-relaxed-constexpr"]
