@@ -41,6 +41,7 @@ from torch import nn
 from sciml.calculators.checkpoint import load_model
 from sciml.data.files import AtomicOutput
 from sciml.data.neighbours import radius_graph
+from sciml.equivariant.kernels.build import cuda_library_loaded
 from sciml.equivariant.operations import KernelModule
 
 
@@ -346,7 +347,7 @@ def write_metatomic(
     species, cutoff = [int(z) for z in model.species], float(model.cutoff)
     traced, error, cpu_kernels = trace_energies(model, kernels, torch_dtype)
     cuda_traced, cuda_kernels = None, cpu_kernels
-    if cpu_kernels == "compiled" and not _cuda_kernels_loaded():
+    if cpu_kernels == "compiled" and not cuda_library_loaded():
         cuda_traced, cuda_error, cuda_kernels = trace_energies(model, "reference", torch_dtype)
         error = max(error, cuda_error)
     capabilities = ModelCapabilities(
@@ -377,7 +378,3 @@ def write_metatomic(
         "cutoff": cutoff,
         "species": str(species),
     }
-
-
-def _cuda_kernels_loaded() -> bool:
-    return any("sciml_kernels_cuda" in Path(library).name for library in torch.ops.loaded_libraries)

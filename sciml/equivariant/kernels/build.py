@@ -68,6 +68,11 @@ def library_paths(with_cuda: bool = False) -> list[Path]:
     return paths
 
 
+def cuda_library_loaded() -> bool:
+    """Whether this process has loaded the CUDA library of the kernels."""
+    return str(library_paths(with_cuda=True)[-1]) in torch.ops.loaded_libraries
+
+
 @cache
 def load_library(with_cuda: bool = False, verbose: bool = False) -> tuple[Path, ...]:
     """Build (once, cached on disk) and load the shared libraries; returns their paths (CPU first).
