@@ -126,6 +126,7 @@ def _free_name(directory: str | None, filename: str) -> str:
 COMMANDS = {
     "data": "sciml.commands.data",
     "export": "sciml.commands.export",
+    "learn": "sciml.commands.learn",
     "md": "sciml.commands.md",
     "serve": "sciml.commands.serve",
 }
@@ -150,7 +151,8 @@ def run(args: list[str] | None = None) -> SciMLCLI:
         save_config_callback=KeepingSaveConfig,
         parser_kwargs={
             "epilog": "Also: sciml md --help (molecular dynamics), sciml serve --help (i-PI client), "
-            "sciml data prepare --help (frame stores for data larger than memory)."
+            "sciml data prepare --help (frame stores for data larger than memory), "
+            "sciml learn --help (on-the-fly learning from a quantum-chemistry oracle)."
         },
         args=args,
     )

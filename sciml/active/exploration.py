@@ -1,0 +1,141 @@
+"""One exploration run of active learning: ML Langevin MD with a temperature ramp, watching the uncertainty.
+
+The thermostat's temperature rises linearly from ``start_temperature`` to ``temperature`` over the first
+``ramp_ps`` and stays there for ``hold_ps``. At every step the calculator's largest per-atom force
+uncertainty (eV/Å) is read; the frames above ``threshold`` are candidates for the oracle. A frame above
+``stop_factor * threshold`` ends the run (DP-GEN's upper trust level: past it the trajectory is no longer a
+physical one, and continuing would only collect more of the same), that frame still a candidate.
+:func:`select_frames` then picks at most ``cap`` of the candidates, most uncertain first, at least
+``spacing_fs`` apart in time, so that one excursion does not fill a round with near-copies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+from ase import Atoms, units
+from ase.constraints import FixCom
+from ase.md.langevin import Langevin
+
+from sciml.calculators.md import initial_velocities, largest_force_uncertainty
+
+
+@dataclass
+class ExplorationSettings:
+    """Temperatures in K, times in fs and ps, uncertainties in eV/Å, friction in 1/fs."""
+
+    temperature: float = 500.0
+    start_temperature: float = 100.0
+    ramp_ps: float = 2.0
+    hold_ps: float = 3.0
+    timestep: float = 0.5
+    friction: float = 0.01
+    threshold: float = 0.2
+    stop_factor: float = 3.0
+    cap: int = 20
+    spacing_fs: float = 50.0
+
+    def __post_init__(self) -> None:
+        if not self.threshold > 0 or not self.stop_factor >= 1:
+            raise ValueError(
+                f"threshold must be > 0 eV/Å and stop_factor >= 1, got {self.threshold} and {self.stop_factor}"
+            )
+        if self.ramp_ps < 0 or self.hold_ps <= 0 or self.timestep <= 0 or self.cap < 1 or self.spacing_fs < 0:
+            raise ValueError("ramp_ps must be >= 0, hold_ps and timestep > 0, cap >= 1 and spacing_fs >= 0")
+
+    @property
+    def steps(self) -> int:
+        return round((self.ramp_ps + self.hold_ps) * 1000 / self.timestep)
+
+    def thermostat_temperature(self, step: int) -> float:
+        """The set temperature (K) at ``step``."""
+        ramp_steps = self.ramp_ps * 1000 / self.timestep
+        if step >= ramp_steps:
+            return self.temperature
+        return self.start_temperature + (self.temperature - self.start_temperature) * step / ramp_steps
+
+
+@dataclass
+class Candidate:
+    """A frame of an exploration run whose largest per-atom force uncertainty exceeded the threshold."""
+
+    step: int
+    time_fs: float
+    temperature: float  # the thermostat's, K
+    uncertainty: float  # eV/Å
+    atoms: Atoms
+
+
+@dataclass
+class Exploration:
+    """What an exploration run found: ``stopped`` is True when a frame passed ``stop_factor * threshold``."""
+
+    steps: int
+    max_uncertainty: float
+    candidates: list[Candidate] = field(default_factory=list)
+    stopped: bool = False
+
+    @property
+    def below_threshold(self) -> bool:
+        """The whole run (its planned length) stayed at or below the threshold."""
+        return not self.candidates and not self.stopped
+
+
+def explore(
+    atoms: Atoms,
+    calculator,
+    settings: ExplorationSettings,
+    seed: int = 0,
+    on_step: Callable[[int, float], None] | None = None,
+) -> Exploration:
+    """Run the ramped Langevin MD of ``settings`` from ``atoms`` (copied; velocities drawn at the start
+    temperature) with ``calculator``, which must report ``forces_uncertainty``. ``on_step(step, uncertainty)``
+    is called after every step (a progress display)."""
+    atoms = atoms.copy()
+    atoms.calc = calculator
+    initial_velocities(atoms, settings.start_temperature, seed)
+    atoms.set_constraint(FixCom())  # with fixcm=False: ASE's correct NVT sampling of a free molecule
+    dynamics = Langevin(
+        atoms, settings.timestep * units.fs, temperature_K=settings.start_temperature,
+        friction=settings.friction / units.fs, fixcm=False, rng=np.random.default_rng(seed + 1),
+    )  # fmt: skip
+    peak, candidates = 0.0, []
+    step = 0
+
+    def current_uncertainty() -> float:
+        value = largest_force_uncertainty(calculator)
+        if value is None:
+            raise ValueError("exploration needs a calculator that reports forces_uncertainty")
+        return value
+
+    atoms.get_forces()
+    for step in range(1, settings.steps + 1):
+        dynamics.set_temperature(temperature_K=settings.thermostat_temperature(step))
+        dynamics.run(1)
+        value = current_uncertainty()
+        peak = max(peak, value)
+        if on_step is not None:
+            on_step(step, value)
+        if value > settings.threshold or not np.isfinite(value):
+            frame = atoms.copy()
+            frame.calc = None
+            frame.set_constraint()
+            candidates.append(Candidate(step, step * settings.timestep, settings.thermostat_temperature(step),
+                                        value, frame))  # fmt: skip
+        if not value <= settings.stop_factor * settings.threshold:
+            return Exploration(step, peak, candidates, stopped=True)
+    return Exploration(step, peak, candidates)
+
+
+def select_frames(candidates: list[Candidate], cap: int, spacing_fs: float) -> list[Candidate]:
+    """At most ``cap`` candidates, most uncertain first, each at least ``spacing_fs`` from those already picked;
+    returned in time order."""
+    picked: list[Candidate] = []
+    for candidate in sorted(candidates, key=lambda c: -c.uncertainty if np.isfinite(c.uncertainty) else -np.inf):
+        if len(picked) == cap:
+            break
+        if all(abs(candidate.time_fs - other.time_fs) >= spacing_fs for other in picked):
+            picked.append(candidate)
+    return sorted(picked, key=lambda c: c.step)

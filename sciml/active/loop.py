@@ -1,0 +1,248 @@
+"""The on-the-fly learning loop behind ``sciml learn``.
+
+Round 0 labels a seed set (rattled copies of the start structure, or the frames of a given dataset). Every
+round r >= 1 then
+
+1. trains on everything labelled so far (:func:`~sciml.active.training.train_round`), from round r - 1's
+   weights;
+2. explores: ramped ML Langevin MD with that model (:func:`~sciml.active.exploration.explore`);
+3. stops when the whole run stayed at or below the threshold (converged), else labels the frames
+   :func:`~sciml.active.exploration.select_frames` picks, each with its round, uncertainty and reason
+   (:class:`~sciml.active.store.LabelStore`), and goes on to round r + 1 (at most ``rounds``).
+
+When the loop ends (converged, or after ``rounds``), the last round's model trains ``final_epochs`` more on
+everything labelled (DP-GEN's final training), with its uncertainty fitted again.
+
+The run directory holds the store, ``round<r>/model.ckpt`` and ``round<r>/candidates.extxyz`` (the frames
+picked for the oracle, written before it is called), ``state.json`` (each round's figures and the time spent
+in the oracle, training and MD), ``final/model.ckpt`` and, at the end, its copy ``model.ckpt``. Starting again in
+the same directory resumes: frames already sent to the oracle are never sent again, a trained round is not
+retrained, picked candidates are labelled without a new exploration. An oracle failure is recorded in the
+store and skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import ase.io
+from ase import Atoms
+from ase.calculators.singlepoint import SinglePointCalculator
+
+from sciml.active.exploration import Candidate, ExplorationSettings, explore, select_frames
+from sciml.active.oracles import Oracle, OracleFailure
+from sciml.active.store import LabelStore
+from sciml.active.structures import rattled_copies
+from sciml.active.training import TrainingSettings, train_round
+
+PHASES = ("oracle", "training", "md")
+
+
+@dataclass
+class LearningSettings:
+    """``rounds``: the most exploration rounds; ``seed_frames`` rattled copies (``seed_displacement`` Å at
+    most) label the start; ``source`` names the start (a SMILES string, a file) and must match on resuming."""
+
+    exploration: ExplorationSettings = field(default_factory=ExplorationSettings)
+    training: TrainingSettings = field(default_factory=TrainingSettings)
+    rounds: int = 8
+    seed_frames: int = 32
+    seed_displacement: float = 0.1
+    seed: int = 0
+    source: str = ""
+
+
+class ActiveLearning:
+    """The loop of the module docstring in ``directory`` with ``oracle``; ``report`` receives progress lines."""
+
+    def __init__(
+        self,
+        directory: str | Path,
+        oracle: Oracle,
+        settings: LearningSettings,
+        report: Callable[[str], None] = print,
+        on_md_step: Callable[[int, float], None] | None = None,
+    ) -> None:
+        self.directory, self.oracle, self.settings, self.report = Path(directory), oracle, settings, report
+        self.on_md_step = on_md_step
+        self.store = LabelStore(self.directory)
+        self.state_path = self.directory / "state.json"
+        self.state = self._load_state()
+
+    # --- state -------------------------------------------------------------------------------------------
+    def _load_state(self) -> dict:
+        if not self.state_path.exists():
+            return {"source": self.settings.source, "oracle": self.oracle.name, "rounds": [], "converged": False,
+                    "seconds": dict.fromkeys(PHASES, 0.0)}  # fmt: skip
+        state = json.loads(self.state_path.read_text())
+        for key, given in (("source", self.settings.source), ("oracle", self.oracle.name)):
+            if state[key] != given:
+                raise ValueError(
+                    f"'{self.directory}' holds a run with {key} '{state[key]}', not '{given}': "
+                    "resume it with the same start and oracle, or choose another directory"
+                )
+        return state
+
+    def _save_state(self) -> None:
+        temporary = self.state_path.with_suffix(".json.partial")
+        temporary.write_text(json.dumps(self.state, indent=1))
+        temporary.replace(self.state_path)
+
+    def _timed(self, phase: str, function, *args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            self.state["seconds"][phase] += time.perf_counter() - start
+            self._save_state()
+
+    def _round_record(self, round: int) -> dict:
+        while len(self.state["rounds"]) < round:
+            self.state["rounds"].append({"round": len(self.state["rounds"]) + 1})
+        return self.state["rounds"][round - 1]
+
+    # --- the loop ----------------------------------------------------------------------------------------
+    def run(self, start: Atoms, dataset: list[Atoms] | None = None) -> Path:
+        """Learn from ``start`` (the MD start structure) and, when given, the labelled ``dataset`` (the seed set
+        instead of rattled copies); returns the final model checkpoint."""
+        self._seed(start, dataset)
+        previous = None
+        for round in range(1, self.settings.rounds + 1):
+            record = self._round_record(round)
+            checkpoint = self.directory / f"round{round}" / "model.ckpt"
+            if not checkpoint.exists():
+                self.report(f"round {round}: training on {len(self.store.labelled)} labelled frames")
+                self._timed("training", train_round, self.store.labelled_path, checkpoint.parent,
+                            self.settings.training, round, previous)  # fmt: skip
+            previous = checkpoint
+            record["frames_trained"] = record.get("frames_trained", len(self.store.labelled))
+            candidates = self._candidates(round, record, start, checkpoint)
+            if record["below_threshold"]:
+                self.state["converged"] = True
+                self._save_state()
+                self._progress(round, "converged: the whole run stayed below the threshold")
+                break
+            self._label(candidates, round)
+            record["labelled"] = sum(1 for f in self.store.labelled if int(f.info["round"]) == round)
+            self._save_state()
+            self._progress(round, f"labelled {record['labelled']} of {len(candidates)} picked")
+        else:
+            self.report(f"not converged after {self.settings.rounds} rounds: the last model is kept "
+                        "(more --rounds continue the run)")  # fmt: skip
+        final = self.directory / "final" / "model.ckpt"
+        epochs = self.settings.training.final_epochs
+        if epochs and not (final.exists() and self.state.get("final_from") == str(previous)):
+            self.report(f"final model: {epochs} epochs on {len(self.store.labelled)} frames")
+            self._timed("training", train_round, self.store.labelled_path, final.parent, self.settings.training,
+                        self.settings.rounds + 1, previous, epochs)  # fmt: skip
+            self.state["final_from"] = str(previous)
+            self._save_state()
+        model = self.directory / "model.ckpt"
+        shutil.copyfile(final if epochs else previous, model)
+        self.report(f"wrote {model} and the store {self.store.labelled_path}")
+        return model
+
+    def _seed(self, start: Atoms, dataset: list[Atoms] | None) -> None:
+        if dataset is not None:
+            for index, frame in enumerate(dataset):
+                if f"dataset-{index}" not in self.store.keys:
+                    self.store.add(labelled_copy(frame, index), f"dataset-{index}", 0, float("nan"), "given dataset",
+                                   "dataset")  # fmt: skip
+            return
+        copies = rattled_copies(start, self.settings.seed_frames, self.settings.seed_displacement, self.settings.seed)
+        pending = [(f"seed-{k}", atoms) for k, atoms in enumerate(copies) if f"seed-{k}" not in self.store.keys]
+        for key, atoms in pending:
+            self._label_one(atoms, key, 0, float("nan"), "seed: rattled start structure")
+        if pending:
+            self._progress(0, f"seed set labelled ({len(self.store.labelled)} frames)")
+
+    def _candidates(self, round: int, record: dict, start: Atoms, checkpoint: Path) -> list[tuple[str, Atoms]]:
+        """The frames round ``round`` picked (read back when its exploration already ran)."""
+        path = checkpoint.parent / "candidates.extxyz"
+        if "below_threshold" in record and path.exists():
+            frames = ase.io.read(path, index=":") if path.stat().st_size else []
+            return [(frame.info["key"], frame) for frame in frames]
+        if "below_threshold" in record:  # converged before: nothing picked
+            return []
+        from sciml.calculators import SciMLCalculator
+
+        calculator = SciMLCalculator.from_checkpoint(checkpoint, uncertainty=True)
+        self.report(f"round {round}: exploring {self.settings.exploration.steps} MD steps")
+        found = self._timed("md", explore, start, calculator, self.settings.exploration,
+                            self.settings.seed + round, self.on_md_step)  # fmt: skip
+        picked = select_frames(found.candidates, self.settings.exploration.cap, self.settings.exploration.spacing_fs)
+        frames = [_candidate_frame(candidate, round, found.stopped and candidate is found.candidates[-1])
+                  for candidate in picked]  # fmt: skip
+        temporary = path.with_suffix(".partial")
+        temporary.write_text("")
+        if frames:
+            ase.io.write(temporary, frames, format="extxyz")
+        temporary.replace(path)
+        record.update(md_steps=found.steps, max_uncertainty=found.max_uncertainty, stopped=found.stopped,
+                      candidates=len(found.candidates), picked=len(picked),
+                      below_threshold=found.below_threshold)  # fmt: skip
+        self._save_state()
+        return [(frame.info["key"], frame) for frame in frames]
+
+    def _label(self, candidates: list[tuple[str, Atoms]], round: int) -> None:
+        for key, frame in candidates:
+            if key not in self.store.keys:
+                self._label_one(frame, key, round, float(frame.info["uncertainty"]), frame.info["reason"])
+
+    def _label_one(self, atoms: Atoms, key: str, round: int, uncertainty: float, reason: str) -> None:
+        try:
+            labelled = self._timed("oracle", self.oracle.label, atoms)
+        except OracleFailure as failure:
+            self.store.add_failure(atoms, key, round, uncertainty, reason, str(failure))
+            self.report(f"round {round}: oracle failed on {key} (recorded in {self.store.failed_path.name}): {failure}")
+            return
+        self.store.add(labelled, key, round, uncertainty, reason, self.oracle.name)
+
+    def _progress(self, round: int, event: str) -> None:
+        seconds = self.state["seconds"]
+        largest = self.state["rounds"][round - 1].get("max_uncertainty", math.nan) if round else math.nan
+        self.report(
+            f"round {round} | {event} | labelled {len(self.store.labelled)}, failed {len(self.store.failed)} | "
+            f"largest uncertainty {largest:.3f} eV/Å (threshold {self.settings.exploration.threshold}) | "
+            f"oracle {seconds['oracle']:.0f} s, training {seconds['training']:.0f} s, MD {seconds['md']:.0f} s"
+        )
+
+    def summary(self) -> dict:
+        """The run's figures: rounds, frames labelled and failed, convergence, seconds per phase, settings."""
+        return {
+            "rounds": self.state["rounds"],
+            "labelled": len(self.store.labelled),
+            "failed": len(self.store.failed),
+            "oracle_calls": len(self.store.labelled) + len(self.store.failed),
+            "converged": self.state["converged"],
+            "seconds": self.state["seconds"],
+            "settings": asdict(self.settings),
+        }
+
+
+def labelled_copy(frame: Atoms, index: int) -> Atoms:
+    """``frame`` with its energy (eV) and forces (eV/Å) as a single-point result; an error names a frame without."""
+    try:
+        energy, forces = frame.get_potential_energy(), frame.get_forces()
+    except Exception as error:
+        raise ValueError(f"dataset frame {index} carries no energy and forces (label it, or start from it with "
+                         "--structure)") from error  # fmt: skip
+    copy = Atoms(frame.numbers, frame.positions, cell=frame.cell, pbc=frame.pbc)
+    copy.calc = SinglePointCalculator(copy, energy=energy, forces=forces)
+    return copy
+
+
+def _candidate_frame(candidate: Candidate, round: int, stopped_run: bool) -> Atoms:
+    frame = candidate.atoms.copy()
+    reason = (f"force uncertainty {candidate.uncertainty:.3f} eV/Å above the threshold at "
+              f"{candidate.temperature:.0f} K, MD step {candidate.step}")  # fmt: skip
+    if stopped_run:
+        reason += " (stopped the run)"
+    frame.info.update(key=f"round{round}-step{candidate.step}", uncertainty=candidate.uncertainty, reason=reason)
+    return frame

@@ -1,0 +1,97 @@
+"""Training of one active-learning round: an E2Former (committee or single model with the last-layer
+uncertainty) on every frame labelled so far, continued from the previous round's weights.
+
+The frames are dealt at random into training and validation (``validation_fraction``, reseeded each round);
+the validation split calibrates the uncertainty (a committee's two scales at every validation, the LLPR fit
+after training: :mod:`sciml.training.uncertainty`). The result is a model checkpoint (spec and EMA weights)
+that :class:`~sciml.calculators.SciMLCalculator` loads with its uncertainty.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import lightning as L
+import torch
+
+from sciml.calculators.checkpoint import load_model
+from sciml.data import AtomsDataModule
+from sciml.models import Committee, E2Former
+from sciml.models.last_layer import LastLayerUncertainty
+from sciml.nn.checkpoint import write_model_checkpoint
+from sciml.training import PotentialModule
+from sciml.training.uncertainty import fit_last_layer_uncertainty
+
+UNCERTAINTIES = ("committee", "last-layer")
+
+
+@dataclass
+class TrainingSettings:
+    """``preset``: the E2Former size (:meth:`~sciml.models.E2Former.preset`); ``uncertainty``: ``"last-layer"``
+    (one model, LLPR: the default, an MD step costs one model) or ``"committee"`` (``committee_size`` members,
+    each step costs all of them); ``epochs`` for the first round, ``epochs_per_round`` after it (continuing
+    from the previous weights), ``final_epochs`` for the final model on everything labelled; ``cutoff`` in Å."""
+
+    preset: str = "small"
+    uncertainty: str = "last-layer"
+    committee_size: int = 4
+    cutoff: float = 5.0
+    epochs: int = 60
+    epochs_per_round: int = 30
+    final_epochs: int = 100
+    batch_size: int = 8
+    validation_fraction: float = 0.15
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.uncertainty not in UNCERTAINTIES:
+            raise ValueError(f"uncertainty must be one of {UNCERTAINTIES}, got '{self.uncertainty}'")
+        if self.uncertainty == "committee" and self.committee_size < 2:
+            raise ValueError(f"a committee needs at least 2 members, got committee_size={self.committee_size}")
+        if not 0 < self.validation_fraction < 1:
+            raise ValueError(f"validation_fraction must be in (0, 1), got {self.validation_fraction}")
+
+
+def train_round(
+    frames: str | Path,
+    directory: str | Path,
+    settings: TrainingSettings,
+    round: int,
+    previous: Path | None = None,
+    epochs: int | None = None,
+) -> Path:
+    """Train on the labelled ``frames`` (an extxyz file) and write ``<directory>/model.ckpt``; returns its path.
+    ``previous``: the last round's checkpoint, whose model the training continues (its energy scale and mean
+    neighbour count stay those of the first round; the energy reference is re-levelled at every validation).
+    ``epochs``: default ``settings.epochs`` without ``previous``, ``settings.epochs_per_round`` with it."""
+    directory = Path(directory)
+    validation = settings.validation_fraction
+    data = AtomsDataModule(
+        paths=str(frames), cutoff=settings.cutoff, split=(1 - validation, validation, 0.0), split_mode="random",
+        seed=settings.seed + round, batch_size=settings.batch_size,
+    )  # fmt: skip
+    L.seed_everything(settings.seed + round, verbose=False)
+    if previous is None:
+        member = E2Former.preset(settings.preset, **data.linked_values(E2Former))
+        model = Committee(member, settings.committee_size) if settings.uncertainty == "committee" else member
+    else:  # the previous round's model, whose normalisation (energy scale, neighbours) stays that of round 1
+        model = load_model(previous).train()
+        model = model.model if isinstance(model, LastLayerUncertainty) else model
+    module = PotentialModule(model)
+    trainer = L.Trainer(
+        max_epochs=epochs or (settings.epochs if previous is None else settings.epochs_per_round),
+        accelerator="cpu", devices=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+        enable_model_summary=False, default_root_dir=str(directory), num_sanity_val_steps=0,
+    )  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", ".*does not have many workers.*")
+        warnings.filterwarnings("ignore", ".*Total length of .* across ranks is zero.*")
+        trainer.fit(module, datamodule=data)
+    evaluated = module.evaluation_model
+    if settings.uncertainty == "last-layer":
+        prepare = lambda batch: module._in_model_dtype(batch.to(module.device))  # noqa: E731
+        evaluated = fit_last_layer_uncertainty(evaluated, data.train_dataloader(), data.val_dataloader(), prepare)
+    with torch.no_grad():
+        return write_model_checkpoint(evaluated, directory / "model.ckpt")

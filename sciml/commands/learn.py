@@ -1,0 +1,136 @@
+"""``sciml learn``: a potential with calibrated uncertainty from a molecule and a quantum-chemistry oracle.
+
+    sciml learn --smiles 'CC(=O)Oc1ccccc1C(=O)O' --temperature 500 --directory runs/learn-aspirin
+    sciml learn --config configs/learn/aspirin.yaml
+
+Starts from a SMILES string (RDKit ETKDG + MMFF), a structure file (``--structure``) or a labelled dataset
+(``--dataset``); labels with GFN2-xTB (``--oracle gfn2-xtb``, the default) or PySCF DFT (``--oracle pyscf
+--xc PBE --basis def2-SVP``); trains, explores with ramped ML Langevin MD and labels the frames above
+``--threshold`` until a whole exploration run stays below it (:mod:`sciml.active.loop`). Running the same
+command again in the same ``--directory`` resumes without relabelling anything. ``--config`` reads the
+options from a YAML file (keys are the option names with underscores); options on the command line win.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import yaml
+from tqdm import tqdm
+
+from sciml.active.exploration import ExplorationSettings
+from sciml.active.training import UNCERTAINTIES, TrainingSettings
+
+
+def parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="sciml learn", description=__doc__.split("\n\n")[0])
+    add = parser.add_argument
+    add("--config", help="YAML file of options (keys: option names with underscores)")
+    start = parser.add_argument_group("start (one of)")
+    start.add_argument("--smiles", help="SMILES string: RDKit ETKDG embedding relaxed with MMFF94")
+    start.add_argument("--structure", help="a structure file ASE reads (--index picks the frame)")
+    start.add_argument("--dataset", help="labelled frames (extxyz, .traj) as the seed set; MD starts at the first")
+    add("--index", type=int, default=-1, help="frame of --structure")
+    add("--directory", default="runs/learn", help="run directory: the store, checkpoints, state (resumed)")
+    oracle = parser.add_argument_group("oracle")
+    oracle.add_argument("--oracle", default="gfn2-xtb", choices=("gfn2-xtb", "pyscf"))
+    oracle.add_argument("--xc", default="PBE", help="pyscf: exchange-correlation functional")
+    oracle.add_argument("--basis", default="def2-SVP", help="pyscf: basis set")
+    oracle.add_argument("--charge", type=int, default=0, help="pyscf: total charge")
+    oracle.add_argument("--spin", type=int, default=0, help="pyscf: 2S (unpaired electrons)")
+    md = parser.add_argument_group("exploration (ML Langevin MD)")
+    defaults = ExplorationSettings()
+    md.add_argument("--temperature", type=float, default=defaults.temperature, help="K: the target")
+    md.add_argument("--start-temperature", type=float, default=defaults.start_temperature, help="K: ramp start")
+    md.add_argument("--ramp-ps", type=float, default=defaults.ramp_ps, help="ps of the linear ramp")
+    md.add_argument("--hold-ps", type=float, default=defaults.hold_ps, help="ps at the target after the ramp")
+    md.add_argument("--timestep", type=float, default=defaults.timestep, help="fs")
+    md.add_argument("--friction", type=float, default=defaults.friction, help="1/fs")
+    md.add_argument("--threshold", type=float, default=defaults.threshold,
+                    help="eV/Å: largest per-atom force uncertainty above which a frame is labelled")  # fmt: skip
+    md.add_argument("--stop-factor", type=float, default=defaults.stop_factor,
+                    help="a frame above stop-factor x threshold ends the exploration run")  # fmt: skip
+    md.add_argument("--cap", type=int, default=defaults.cap, help="frames labelled per round, at most")
+    md.add_argument("--spacing-fs", type=float, default=defaults.spacing_fs, help="fs between picked frames, at least")
+    loop = parser.add_argument_group("loop and training")
+    add_loop = loop.add_argument
+    add_loop("--rounds", type=int, default=8, help="exploration rounds, at most")
+    add_loop("--seed-frames", type=int, default=32, help="rattled copies of the start labelled first")
+    add_loop("--seed", type=int, default=0, help="seed of the seed set, splits, initialisation and MD")
+    training = TrainingSettings()
+    add_loop("--preset", default=training.preset, choices=("small", "medium", "large"), help="E2Former size")
+    add_loop("--uncertainty", default=training.uncertainty, choices=UNCERTAINTIES)
+    add_loop("--committee-size", type=int, default=training.committee_size)
+    add_loop("--epochs", type=int, default=training.epochs, help="epochs of the first round")
+    add_loop("--epochs-per-round", type=int, default=training.epochs_per_round, help="epochs of later rounds")
+    add_loop("--final-epochs", type=int, default=training.final_epochs,
+             help="epochs of the final model on everything labelled (0: keep the last round's)")  # fmt: skip
+    add_loop("--batch-size", type=int, default=training.batch_size)
+    add_loop("--cutoff", type=float, default=training.cutoff, help="Å")
+    add("--no-progress", action="store_true", help="no MD progress bar")
+    return parser
+
+
+def parse(args: list[str]) -> argparse.Namespace:
+    """Options from ``--config`` (if any), then the command line."""
+    first = parser()
+    known, _ = first.parse_known_args(args)
+    if known.config:
+        values = yaml.safe_load(Path(known.config).read_text()) or {}
+        options = {action.dest for action in first._actions}
+        unknown = sorted(set(values) - options)
+        if unknown:
+            raise SystemExit(f"sciml learn: {known.config}: unknown options {unknown}")
+        first.set_defaults(**values)
+    options = first.parse_args(args)
+    if sum(value is not None for value in (options.smiles, options.structure, options.dataset)) != 1:
+        first.error("give exactly one of --smiles, --structure or --dataset")
+    return options
+
+
+def main(args: list[str]) -> dict:
+    options = parse(args)
+    try:
+        from sciml.active import ActiveLearning, LearningSettings, oracle_by_name
+        from sciml.active.structures import molecule_from_smiles, read_structure
+
+        oracle_options = {"xc": options.xc, "basis": options.basis, "charge": options.charge, "spin": options.spin}
+        oracle = oracle_by_name(options.oracle, **(oracle_options if options.oracle == "pyscf" else {}))
+        dataset = None
+        if options.smiles:
+            start, source = molecule_from_smiles(options.smiles, options.seed), f"smiles:{options.smiles}"
+        elif options.structure:
+            start, source = read_structure(options.structure, options.index), f"structure:{options.structure}"
+        else:
+            import ase.io
+
+            dataset, source = ase.io.read(options.dataset, index=":"), f"dataset:{options.dataset}"
+            start = read_structure(options.dataset, 0)
+    except ImportError as error:
+        sys.exit(f"sciml learn: {error}")
+    exploration = ExplorationSettings(options.temperature, options.start_temperature, options.ramp_ps, options.hold_ps,
+                                      options.timestep, options.friction, options.threshold, options.stop_factor,
+                                      options.cap, options.spacing_fs)  # fmt: skip
+    training = TrainingSettings(options.preset, options.uncertainty, options.committee_size, options.cutoff,
+                                options.epochs, options.epochs_per_round, options.final_epochs,
+                                options.batch_size, seed=options.seed)  # fmt: skip
+    settings = LearningSettings(exploration, training, options.rounds, options.seed_frames, seed=options.seed,
+                                source=source)  # fmt: skip
+    bar = tqdm(total=exploration.steps, unit="step", disable=options.no_progress, dynamic_ncols=True, leave=False)
+
+    def on_md_step(step: int, uncertainty: float) -> None:
+        if step == 1:
+            bar.reset()
+        bar.update(1)
+        if step % 20 == 0:
+            bar.set_postfix_str(f"σ_F,max {uncertainty:.3f} eV/Å")
+
+    loop = ActiveLearning(options.directory, oracle, settings, report=tqdm.write, on_md_step=on_md_step)
+    loop.run(start, dataset)
+    bar.close()
+    summary = loop.summary()
+    (Path(options.directory) / "summary.json").write_text(json.dumps(summary, indent=1))
+    return summary

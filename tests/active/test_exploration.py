@@ -1,0 +1,61 @@
+"""Exploration runs: the ramp, candidates above the threshold, the stop, and the selection of frames."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from ase import Atoms
+from ase.calculators.lj import LennardJones
+
+from sciml.active import Candidate, ExplorationSettings, explore, select_frames
+
+
+class RisingUncertainty(LennardJones):
+    """Lennard-Jones forces, and a per-atom force uncertainty of 0.01 eV/Å times the number of calls so far."""
+
+    def calculate(self, *args, **kwargs):
+        super().calculate(*args, **kwargs)
+        self.calls = getattr(self, "calls", 0) + 1
+        self.results["forces_uncertainty"] = np.full(len(self.atoms), 0.01 * self.calls)
+
+
+def argon_trimer() -> Atoms:
+    return Atoms("Ar3", positions=[[0, 0, 0], [3.8, 0, 0], [1.9, 3.3, 0]])
+
+
+def test_candidates_are_the_steps_above_the_threshold_and_the_run_stops_past_the_upper_level():
+    settings = ExplorationSettings(temperature=50, start_temperature=10, ramp_ps=0.01, hold_ps=0.1, timestep=1.0,
+                                   threshold=0.1, stop_factor=3.0)  # fmt: skip
+    found = explore(argon_trimer(), RisingUncertainty(sigma=3.4, epsilon=0.0104), settings, seed=0)
+    # step k is the calculator's call k + 1 (the first call is the start), so sigma = 0.01 (k + 1)
+    assert [c.step for c in found.candidates] == list(range(10, 31))
+    assert found.stopped and found.steps == 30 and found.max_uncertainty == pytest.approx(0.31)
+    assert not found.below_threshold
+    assert found.candidates[0].temperature == pytest.approx(50.0)  # the ramp ended at step 10
+    assert found.candidates[0].atoms.calc is None
+
+
+def test_a_run_below_the_threshold_counts_as_converged():
+    settings = ExplorationSettings(ramp_ps=0.0, hold_ps=0.02, timestep=1.0, threshold=1.0)
+    found = explore(argon_trimer(), RisingUncertainty(sigma=3.4, epsilon=0.0104), settings)
+    assert found.below_threshold and found.steps == 20 and not found.stopped
+
+
+def test_the_thermostat_ramps_linearly_then_holds():
+    settings = ExplorationSettings(temperature=500, start_temperature=100, ramp_ps=1.0, hold_ps=1.0, timestep=0.5)
+    assert settings.steps == 4000
+    assert [settings.thermostat_temperature(s) for s in (0, 1000, 2000, 3000)] == [100, 300, 500, 500]
+
+
+def test_selection_takes_the_most_uncertain_frames_spaced_in_time_up_to_the_cap():
+    values = [(10, 0.3), (12, 0.5), (100, 0.4), (104, 0.2), (300, 0.25), (500, float("nan"))]
+    frames = [Candidate(step, step * 0.5, 300.0, value, argon_trimer()) for step, value in values]
+    picked = select_frames(frames, cap=3, spacing_fs=10.0)
+    # NaN (a blown-up model) first, then 0.5; 0.3 is 1 fs from 0.5, so 0.4 is next; the cap stops there
+    assert [c.step for c in picked] == [12, 100, 500]
+    assert [c.step for c in select_frames(frames, cap=10, spacing_fs=0.0)] == [10, 12, 100, 104, 300, 500]
+
+
+def test_bad_settings_are_refused():
+    with pytest.raises(ValueError, match="threshold must be > 0"):
+        ExplorationSettings(threshold=0.0)

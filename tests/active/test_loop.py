@@ -1,0 +1,117 @@
+"""The on-the-fly loop end to end on water with GFN2-xTB (milliseconds a call) and tiny trainings: the store,
+resuming without relabelling or retraining, interrupted labelling, oracle failures, ``sciml learn``."""
+
+from __future__ import annotations
+
+import json
+
+import ase.io
+import pytest
+from ase import Atoms
+
+from sciml.active import (
+    ActiveLearning,
+    ExplorationSettings,
+    LearningSettings,
+    Oracle,
+    OracleFailure,
+    TrainingSettings,
+    gfn2_xtb,
+)
+from sciml.calculators import SciMLCalculator
+from sciml.commands import learn
+from tests.conftest import ROOT
+
+WATER = Atoms("OH2", positions=[[0.0, 0.0, 0.0], [0.97, 0.0, 0.0], [-0.25, 0.93, 0.0]])
+
+
+class CountingOracle(Oracle):
+    """GFN2-xTB that counts its calls and fails (``error``) on the calls numbered in ``fail_on``."""
+
+    def __init__(self, fail_on: tuple[int, ...] = (), error: type[BaseException] = OracleFailure) -> None:
+        xtb = gfn2_xtb()
+        super().__init__(xtb.name, xtb.factory)
+        self.calls, self.fail_on, self.error = 0, fail_on, error
+
+    def label(self, atoms: Atoms) -> Atoms:
+        self.calls += 1
+        if self.calls in self.fail_on:
+            raise self.error(f"GFN2-xTB: call {self.calls} refused by the test")
+        return super().label(atoms)
+
+
+def tiny_settings(rounds: int, uncertainty: str = "committee") -> LearningSettings:
+    """Every MD step is above a 1e-4 eV/Å threshold, so every round labels ``cap`` frames."""
+    exploration = ExplorationSettings(temperature=300, start_temperature=100, ramp_ps=0.01, hold_ps=0.01,
+                                      threshold=1e-4, stop_factor=1e6, cap=3, spacing_fs=2.0)  # fmt: skip
+    training = TrainingSettings(uncertainty=uncertainty, committee_size=2, epochs=2, epochs_per_round=1, final_epochs=1,
+                                batch_size=4, validation_fraction=0.25)  # fmt: skip
+    return LearningSettings(exploration, training, rounds=rounds, seed_frames=8, source="smiles:O")
+
+
+def test_the_loop_labels_each_round_and_resumes_without_relabelling_or_retraining(tmp_path):
+    oracle = CountingOracle()
+    final = ActiveLearning(tmp_path, oracle, tiny_settings(rounds=2), report=lambda line: None).run(WATER)
+    labelled = ase.io.read(tmp_path / "labelled.extxyz", index=":")
+    assert oracle.calls == len(labelled) == 8 + 3 + 3
+    assert [frame.info["round"] for frame in labelled] == [0] * 8 + [1] * 3 + [2] * 3
+    picked = labelled[8]
+    assert picked.info["key"].startswith("round1-step") and picked.info["uncertainty"] > 1e-4
+    assert "above the threshold" in picked.info["reason"] and picked.info["oracle"] == "GFN2-xTB"
+    state = json.loads((tmp_path / "state.json").read_text())
+    assert not state["converged"] and [r["picked"] for r in state["rounds"]] == [3, 3]
+    assert all(state["seconds"][phase] > 0 for phase in ("oracle", "training", "md"))
+    calculator = SciMLCalculator.from_checkpoint(final)
+    water = WATER.copy()
+    water.calc = calculator
+    water.get_forces()
+    assert calculator.results["forces_uncertainty"].shape == (3,)
+
+    trained = {path: path.stat().st_mtime_ns for path in tmp_path.glob("*/model.ckpt")}
+    assert len(trained) == 3  # round1, round2 and final
+    again = CountingOracle()
+    ActiveLearning(tmp_path, again, tiny_settings(rounds=2), report=lambda line: None).run(WATER)
+    assert again.calls == 0  # everything was labelled, every round trained
+    assert {path: path.stat().st_mtime_ns for path in tmp_path.glob("*/model.ckpt")} == trained
+    ActiveLearning(tmp_path, again, tiny_settings(rounds=3), report=lambda line: None).run(WATER)
+    assert again.calls == 3 and (tmp_path / "round3" / "model.ckpt").exists()  # more rounds continue the run
+    assert (tmp_path / "final" / "model.ckpt").stat().st_mtime_ns > trained[tmp_path / "final" / "model.ckpt"]
+
+
+def test_an_interrupted_run_resumes_with_only_the_missing_labels_and_failures_are_recorded(tmp_path):
+    interrupted = CountingOracle(fail_on=(5,), error=KeyboardInterrupt)
+    with pytest.raises(KeyboardInterrupt):
+        ActiveLearning(tmp_path, interrupted, tiny_settings(1, "last-layer"), report=lambda line: None).run(WATER)
+    assert len(ase.io.read(tmp_path / "labelled.extxyz", index=":")) == 4  # the four labelled before the kill
+    failing = CountingOracle(fail_on=(2,))
+    lines = []
+    ActiveLearning(tmp_path, failing, tiny_settings(1, "last-layer"), report=lines.append).run(WATER)
+    assert failing.calls == 4 + 3  # the four missing seed frames, then round 1's three
+    failed = ase.io.read(tmp_path / "failed.extxyz", index=":")
+    assert len(failed) == 1 and failed[0].info["key"] == "seed-5" and "refused by the test" in failed[0].info["error"]
+    assert len(ase.io.read(tmp_path / "labelled.extxyz", index=":")) == 4 + 3 + 3
+    assert any("oracle failed on seed-5" in line for line in lines)
+    with pytest.raises(ValueError, match="holds a run with source 'smiles:O', not 'smiles:C'"):
+        settings = tiny_settings(1)
+        settings.source = "smiles:C"
+        ActiveLearning(tmp_path, failing, settings)
+
+
+def test_sciml_learn_from_a_smiles_string_writes_the_checkpoint_store_and_summary(tmp_path):
+    options = "--temperature 300 --ramp-ps 0.01 --hold-ps 0.01 --threshold 1e-4 --stop-factor 1e6 --cap 2"
+    options += " --spacing-fs 2 --rounds 1 --seed-frames 6 --epochs 2 --final-epochs 1 --batch-size 4 --no-progress"
+    summary = learn.main(["--smiles", "O", "--directory", str(tmp_path), *options.split()])
+    assert summary["oracle_calls"] == summary["labelled"] == 6 + 2
+    assert json.loads((tmp_path / "summary.json").read_text())["labelled"] == 8
+    assert (tmp_path / "model.ckpt").exists()
+
+
+def test_the_learn_config_parses_and_unknown_keys_are_refused(tmp_path):
+    options = learn.parse(["--config", str(ROOT / "configs" / "learn" / "aspirin.yaml"), "--rounds", "3"])
+    assert options.smiles == "CC(=O)Oc1ccccc1C(=O)O" and options.temperature == 500 and options.rounds == 3
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("smiles: O\ntemprature: 500\n")
+    with pytest.raises(SystemExit, match="unknown options \\['temprature'\\]"):
+        learn.parse(["--config", str(bad)])
+    with pytest.raises(SystemExit):
+        learn.parse(["--smiles", "O", "--structure", "water.xyz"])
