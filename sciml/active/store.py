@@ -12,13 +12,12 @@ is opened again and kept aside in ``<file>.partial``. The training data of every
 
 from __future__ import annotations
 
-import io
 import math
-import os
 from pathlib import Path
 
-import ase.io
 from ase import Atoms
+
+from sciml.data.files import append_frame, read_complete_frames
 
 LABELLED, FAILED = "labelled.extxyz", "failed.extxyz"
 
@@ -30,8 +29,8 @@ class LabelStore:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.labelled_path, self.failed_path = self.directory / LABELLED, self.directory / FAILED
-        self.labelled = _read_complete(self.labelled_path)
-        self.failed = _read_complete(self.failed_path)
+        self.labelled = read_complete_frames(self.labelled_path)
+        self.failed = read_complete_frames(self.failed_path)
 
     @property
     def keys(self) -> set[str]:
@@ -41,7 +40,7 @@ class LabelStore:
     def add(self, labelled: Atoms, key: str, round: int, uncertainty: float, reason: str, oracle: str) -> None:
         """Append an oracle-labelled frame (energy and forces in its calculator)."""
         labelled.info.update(key=key, round=round, uncertainty=_finite(uncertainty), reason=reason, oracle=oracle)
-        _append(self.labelled_path, labelled)
+        append_frame(self.labelled_path, labelled)
         self.labelled.append(labelled)
 
     def add_failure(self, atoms: Atoms, key: str, round: int, uncertainty: float, reason: str, error: str) -> None:
@@ -49,7 +48,7 @@ class LabelStore:
         failed = Atoms(atoms.numbers, atoms.positions, cell=atoms.cell, pbc=atoms.pbc)
         failed.info.update(key=key, round=round, uncertainty=_finite(uncertainty), reason=reason,
                            error=" ".join(str(error).split()))  # fmt: skip
-        _append(self.failed_path, failed)
+        append_frame(self.failed_path, failed)
         self.failed.append(failed)
 
     def rounds(self) -> dict[int, int]:
@@ -62,34 +61,3 @@ class LabelStore:
 
 def _finite(value: float) -> float:
     return float(value) if value is not None and math.isfinite(value) else float("nan")
-
-
-def _append(path: Path, atoms: Atoms) -> None:
-    text = io.StringIO()
-    ase.io.write(text, atoms, format="extxyz")
-    with open(path, "a") as handle:
-        handle.write(text.getvalue())
-        handle.flush()
-        os.fsync(handle.fileno())
-
-
-def _read_complete(path: Path) -> list[Atoms]:
-    """The complete frames of ``path`` (none when absent); a broken tail is moved to ``<path>.partial``."""
-    if not path.exists() or path.stat().st_size == 0:
-        return []
-    lines = path.read_text().splitlines(keepends=True)
-    frames, start = [], 0
-    while start < len(lines):
-        try:
-            size = int(lines[start])
-            block = lines[start : start + size + 2]
-            if len(block) < size + 2:
-                raise ValueError("truncated frame")
-            frames.append(ase.io.read(io.StringIO("".join(block)), format="extxyz"))
-        except Exception:
-            with open(path.with_name(path.name + ".partial"), "a") as handle:
-                handle.write("".join(lines[start:]))
-            path.write_text("".join(lines[:start]))
-            break
-        start += size + 2
-    return frames

@@ -22,6 +22,7 @@ import yaml
 from tqdm import tqdm
 
 from sciml.active.exploration import ExplorationSettings
+from sciml.active.loop import LearningSettings
 from sciml.active.training import UNCERTAINTIES, TrainingSettings
 
 
@@ -57,9 +58,12 @@ def parser() -> argparse.ArgumentParser:
     md.add_argument("--spacing-fs", type=float, default=defaults.spacing_fs, help="fs between picked frames, at least")
     loop = parser.add_argument_group("loop and training")
     add_loop = loop.add_argument
-    add_loop("--rounds", type=int, default=8, help="exploration rounds, at most")
-    add_loop("--seed-frames", type=int, default=32, help="rattled copies of the start labelled first")
-    add_loop("--seed", type=int, default=0, help="seed of the seed set, splits, initialisation and MD")
+    loop_defaults = LearningSettings()
+    add_loop("--rounds", type=int, default=loop_defaults.rounds, help="exploration rounds, at most")
+    add_loop("--seed-frames", type=int, default=loop_defaults.seed_frames, help="rattled copies labelled first")
+    add_loop("--seed-displacement", type=float, default=loop_defaults.seed_displacement,
+             help="Å: the largest displacement of the seed set")  # fmt: skip
+    add_loop("--seed", type=int, default=loop_defaults.seed, help="seed of the seed set, splits, initialisation and MD")
     training = TrainingSettings()
     add_loop("--preset", default=training.preset, choices=("small", "medium", "large"), help="E2Former size")
     add_loop("--uncertainty", default=training.uncertainty, choices=UNCERTAINTIES)
@@ -94,7 +98,7 @@ def parse(args: list[str]) -> argparse.Namespace:
 def main(args: list[str]) -> dict:
     options = parse(args)
     try:
-        from sciml.active import ActiveLearning, LearningSettings, oracle_by_name
+        from sciml.active import ActiveLearning, oracle_by_name
         from sciml.active.structures import molecule_from_smiles, read_structure
 
         oracle_options = {"xc": options.xc, "basis": options.basis, "charge": options.charge, "spin": options.spin}
@@ -117,8 +121,8 @@ def main(args: list[str]) -> dict:
     training = TrainingSettings(options.preset, options.uncertainty, options.committee_size, options.cutoff,
                                 options.epochs, options.epochs_per_round, options.final_epochs,
                                 options.batch_size, seed=options.seed)  # fmt: skip
-    settings = LearningSettings(exploration, training, options.rounds, options.seed_frames, seed=options.seed,
-                                source=source)  # fmt: skip
+    settings = LearningSettings(exploration, training, options.rounds, options.seed_frames, options.seed_displacement,
+                                options.seed, source)  # fmt: skip
     bar = tqdm(total=exploration.steps, unit="step", disable=options.no_progress, dynamic_ncols=True, leave=False)
 
     def on_md_step(step: int, uncertainty: float) -> None:

@@ -4,6 +4,7 @@ resuming without relabelling or retraining, interrupted labelling, oracle failur
 from __future__ import annotations
 
 import json
+import sys
 
 import ase.io
 import pytest
@@ -97,13 +98,17 @@ def test_an_interrupted_run_resumes_with_only_the_missing_labels_and_failures_ar
         ActiveLearning(tmp_path, failing, settings)
 
 
-def test_sciml_learn_from_a_smiles_string_writes_the_checkpoint_store_and_summary(tmp_path):
-    options = "--temperature 300 --ramp-ps 0.01 --hold-ps 0.01 --threshold 1e-4 --stop-factor 1e6 --cap 2"
-    options += " --spacing-fs 2 --rounds 1 --seed-frames 6 --epochs 2 --final-epochs 1 --batch-size 4 --no-progress"
-    summary = learn.main(["--smiles", "O", "--directory", str(tmp_path), *options.split()])
-    assert summary["oracle_calls"] == summary["labelled"] == 6 + 2
+def test_the_learn_config_runs_on_a_tiny_budget_and_writes_the_checkpoint_store_and_summary(tmp_path):
+    config = ROOT / "configs" / "learn" / "aspirin.yaml"
+    tiny = "--ramp-ps 0.01 --hold-ps 0.01 --threshold 1e-4 --stop-factor 1e6 --cap 2 --spacing-fs 2 --rounds 1"
+    tiny += " --seed-frames 6 --epochs 2 --final-epochs 1 --batch-size 4 --no-progress"
+    summary = learn.main(["--config", str(config), "--directory", str(tmp_path), *tiny.split()])
+    assert summary["oracle_calls"] == summary["labelled"] == 6 + 2 and summary["failed"] == 0
+    assert summary["settings"]["exploration"]["temperature"] == 500  # from the config
     assert json.loads((tmp_path / "summary.json").read_text())["labelled"] == 8
-    assert (tmp_path / "model.ckpt").exists()
+    store = ase.io.read(tmp_path / "labelled.extxyz", index=":")
+    assert store[0].get_chemical_formula() == "C9H8O4" and store[-1].info["round"] == 1  # aspirin, from SMILES
+    assert SciMLCalculator.from_checkpoint(tmp_path / "model.ckpt", uncertainty=True).reports_uncertainty
 
 
 def test_the_learn_config_parses_and_unknown_keys_are_refused(tmp_path):
@@ -115,3 +120,16 @@ def test_the_learn_config_parses_and_unknown_keys_are_refused(tmp_path):
         learn.parse(["--config", str(bad)])
     with pytest.raises(SystemExit):
         learn.parse(["--smiles", "O", "--structure", "water.xyz"])
+
+
+def test_sciml_learn_without_the_oracle_extra_names_it(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "rdkit.Chem", None)  # an environment without RDKit
+    with pytest.raises(SystemExit, match=r"a start from a SMILES string needs the 'rdkit' package: .*sciml\[oracle\]"):
+        learn.main(["--smiles", "O", "--directory", str(tmp_path)])
+
+
+def test_an_unreadable_structure_is_an_error_naming_the_file(tmp_path):
+    broken = tmp_path / "start.xyz"
+    broken.write_text("not a structure\n")
+    with pytest.raises(ValueError, match=f"cannot read a structure from '{broken}'"):
+        learn.main(["--structure", str(broken), "--directory", str(tmp_path / "run")])
