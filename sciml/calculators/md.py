@@ -1,6 +1,7 @@
 """Molecular dynamics with ASE for any ASE calculator (``sciml md`` runs it with a sciml checkpoint).
 
-Ensembles: ``nve`` (velocity Verlet), ``nvt-langevin`` (Langevin, friction in 1/fs) and ``npt``
+Ensembles: ``nve`` (velocity Verlet), ``nvt-langevin`` (Langevin, friction in 1/fs, ``fixcm=False`` with a ``FixCom``
+constraint: exact NVT sampling, 3N - 3 degrees of freedom) and ``npt``
 (isotropic MTK barostat with Nose-Hoover chains, ASE's ``IsotropicMTKNPT``; periodic cells and a calculator
 with stress). Units: fs, K, bar, Å, eV.
 
@@ -22,6 +23,7 @@ from pathlib import Path
 import ase.io
 import numpy as np
 from ase import Atoms, units
+from ase.constraints import FixCom
 from ase.io import Trajectory
 from ase.md import MDLogger
 from ase.md.langevin import Langevin
@@ -72,8 +74,13 @@ def dynamics_for(atoms: Atoms, settings: MDSettings):
     if settings.ensemble == "nve":
         return VelocityVerlet(atoms, dt)
     if settings.ensemble == "nvt-langevin":
+        # ASE's advice since 3.28: fixcm=True does not sample NVT exactly for small systems; fixcm=False with a
+        # FixCom constraint does (and the temperature then counts 3N - 3 degrees of freedom)
+        if not any(isinstance(constraint, FixCom) for constraint in atoms.constraints):
+            atoms.set_constraint([*atoms.constraints, FixCom()])
         rng = np.random.default_rng(settings.seed + 1)
-        return Langevin(atoms, dt, temperature_K=settings.temperature, friction=settings.friction / units.fs, rng=rng)
+        friction = settings.friction / units.fs
+        return Langevin(atoms, dt, temperature_K=settings.temperature, friction=friction, fixcm=False, rng=rng)
     if not atoms.pbc.all():
         raise ValueError("npt needs a cell periodic in all three directions")
     return IsotropicMTKNPT(
@@ -123,7 +130,8 @@ def run_md(
             calculator reports ``forces_uncertainty``).
 
     Returns:
-        ``steps_per_second``, ``ns_per_day``, ``times_ps`` and ``total_energy`` (eV) at every record, the
+        ``steps_per_second``, ``ns_per_day``, ``times_ps``, ``total_energy`` (eV) and ``temperatures`` (K) at
+        every record, the
         first ``step``, ``stopped`` (``"finished"``, ``"interrupted"``, ``"uncertain"``),
         ``max_force_uncertainty`` (eV/Å, the run's largest per-atom value; NaN without an estimate) and
         ``uncertain_steps`` (the steps above ``settings.uncertainty_threshold``).
@@ -144,7 +152,7 @@ def run_md(
         initial_velocities(atoms, settings.temperature, settings.seed)
     dynamics = dynamics_for(atoms, settings)
     dt_ps = settings.timestep / 1000
-    times, energies, started = [], [], time.perf_counter()
+    times, energies, temperatures, started = [], [], [], time.perf_counter()
     monitor = UncertaintyMonitor(settings.uncertainty_threshold, settings.stop_when_uncertain)
     write_now: list[Callable[[], None]] = []  # the trajectory writer, once open
 
@@ -152,6 +160,7 @@ def run_md(
         step = first_step + dynamics.nsteps
         times.append(step * dt_ps)
         energies.append(atoms.get_total_energy())
+        temperatures.append(atoms.get_temperature())
         if on_record is not None:
             elapsed = max(time.perf_counter() - started, 1e-9)
             rate = dynamics.nsteps / elapsed
@@ -218,6 +227,7 @@ def run_md(
         "ns_per_day": rate * settings.timestep * 86400 / 1e6,
         "times_ps": np.array(times),
         "total_energy": np.array(energies),
+        "temperatures": np.array(temperatures),
         "first_step": first_step,
         "steps_run": dynamics.nsteps,
         "stopped": stopped,

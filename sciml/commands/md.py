@@ -9,6 +9,11 @@ temperature (and, for a checkpoint with an uncertainty estimate, the largest per
 ``--uncertainty-threshold`` flags and ``--stop-when-uncertain`` stops at); prints speed and, for NVE, the
 energy drift at the end. Ctrl-C stops cleanly (frames kept);
 ``--restart`` continues from the trajectory's last frame. See :mod:`sciml.calculators.md`.
+
+``--replicas R`` advances R independent replicas together with one batched model call per step (velocity
+Verlet for ``nve``, BAOAB Langevin for ``nvt-langevin``), writing ``replica_000.extxyz``, ... into the folder
+``--trajectory`` (default ``replicas/`` in the checkpoint's run directory); ``--restart`` resumes them from
+their last common frame. See :mod:`sciml.calculators.replica_md`.
 """
 
 from __future__ import annotations
@@ -43,11 +48,15 @@ def parser() -> argparse.ArgumentParser:
     add("--uncertainty-threshold", type=float, help="eV/Å: flag steps whose largest per-atom force uncertainty "
         "exceeds it (needs a checkpoint with an uncertainty estimate)")  # fmt: skip
     add("--stop-when-uncertain", action="store_true", help="stop at the first step above --uncertainty-threshold")
+    add("--replicas", type=int, default=1, help="independent replicas advanced together, one model call per step "
+        "(nve: velocity Verlet, nvt-langevin: BAOAB); --trajectory is then a folder of replica_*.extxyz")  # fmt: skip
     return parser
 
 
 def main(args: list[str]) -> dict:
     options = parser().parse_args(args)
+    if options.replicas > 1:
+        return replicas_main(options)
     settings = MDSettings(options.ensemble, options.timestep, options.steps, options.temperature, options.seed,
                           options.log_every, options.friction, options.pressure,
                           uncertainty_threshold=options.uncertainty_threshold,
@@ -90,6 +99,49 @@ def main(args: list[str]) -> dict:
         slope, excursion = energy_drift(result["times_ps"], result["total_energy"], len(atoms))
         result["drift"], result["excursion"] = slope, excursion
         print(f"energy drift {slope:.3e} eV/atom/ps, largest excursion {excursion:.3e} eV/atom")
+    return result
+
+
+def replicas_main(options: argparse.Namespace) -> dict:
+    """``--replicas R``: the batched torch driver (:mod:`sciml.calculators.replica_md`)."""
+    import ase.io
+
+    from sciml.calculators import load_model
+    from sciml.calculators.replica_md import ReplicaSettings, run_replicas
+    from sciml.calculators.replicas import BatchedPotential
+
+    if options.ensemble == "npt":
+        raise SystemExit("sciml md: --replicas runs nve or nvt-langevin, not npt")
+    for flag in ("uncertainty_threshold", "compile", "static_shapes"):
+        if getattr(options, flag):
+            raise SystemExit(f"sciml md: --{flag.replace('_', '-')} is not available with --replicas")
+    directory = Path(options.trajectory or Path(options.checkpoint).resolve().parent.parent / "replicas")
+    if options.overwrite:
+        for path in directory.glob("replica_*.extxyz"):
+            path.unlink()
+    atoms = ase.io.read(options.structure, index=options.index)
+    potential = BatchedPotential(load_model(options.checkpoint, options.device), atoms.numbers, atoms.cell[:],
+                                 atoms.pbc, options.skin, options.device, options.dtype)  # fmt: skip
+    settings = ReplicaSettings("verlet" if options.ensemble == "nve" else "langevin", options.timestep, options.steps,
+                               options.temperature, options.friction, options.log_every, options.seed)  # fmt: skip
+    bar = tqdm(total=options.steps, unit="step", disable=options.no_progress, dynamic_ncols=True)
+    first = {}
+
+    def progress(state: dict) -> None:
+        first.setdefault("step", state["step"])
+        bar.n = state["step"] - first["step"]
+        bar.set_postfix_str(f"{state['replica_steps_per_s']:.1f} replica-steps/s, "
+                            f"mean T {state['temperature'].mean():.0f} K")  # fmt: skip
+
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        result = run_replicas(potential, atoms, options.replicas, settings, directory, options.restart, progress)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        bar.close()
+    print(f"{options.replicas} replicas of {len(atoms)} atoms, {result['steps']} steps of {options.timestep} fs "
+          f"({settings.integrator}, {options.dtype}): {result['replica_steps_per_s']:.1f} replica-steps/s, "
+          f"{potential.rebuilds} neighbour-list builds -> {directory} (step {result['state'].step})")  # fmt: skip
     return result
 
 

@@ -83,3 +83,25 @@ def test_npt_changes_the_volume_of_a_periodic_box_and_needs_one(quickstart_run, 
         run_md(ase.io.read(ETHANOL), calculator, MDSettings("npt", steps=1))
     with pytest.raises(ValueError, match="unknown ensemble 'nvt'"):
         MDSettings("nvt")
+
+
+def test_replicas_run_together_write_one_trajectory_each_and_resume(md_args, tmp_path, capsys):
+    folder = tmp_path / "replicas"
+    replica_args = [*md_args[:5], "--trajectory", str(folder), "--log-every", "5", "--no-progress", "--replicas", "3",
+                    "--ensemble", "nvt-langevin", "--temperature", "300"]  # fmt: skip
+    main([*replica_args, "--steps", "10"])
+    assert "3 replicas of 9 atoms, 10 steps" in capsys.readouterr().out
+    frames = [ase.io.read(folder / f"replica_{r:03d}.extxyz", index=":") for r in range(3)]
+    assert [[f.info["step"] for f in replica] for replica in frames] == [[0, 5, 10]] * 3
+    assert not np.allclose(frames[0][-1].positions, frames[1][-1].positions)  # independent noise
+    # each frame's energy is the model's at its positions (the batched call against the ASE calculator)
+    calculator = SciMLCalculator.from_checkpoint(md_args[2], dtype="float64")
+    check = frames[2][-1].copy()
+    check.calc = calculator
+    assert check.get_potential_energy() == pytest.approx(frames[2][-1].get_potential_energy(), abs=1e-6)
+    with pytest.raises(FileExistsError, match="already holds replica trajectories"):
+        main([*replica_args, "--steps", "10"])
+    main([*replica_args, "--steps", "5", "--restart"])
+    assert [f.info["step"] for f in ase.io.read(folder / "replica_001.extxyz", index=":")] == [0, 5, 10, 15]
+    with pytest.raises(SystemExit, match="--replicas runs nve or nvt-langevin"):
+        main([*replica_args[:-4], "--ensemble", "npt", "--steps", "5"])
