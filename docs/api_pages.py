@@ -29,6 +29,7 @@ SECTIONS = {  # page -> (title, what it holds)
     "training": ("sciml.training", "Training: LightningModules, schedules, callbacks"),
     "calculators": ("sciml.calculators", "ASE calculator and molecular dynamics"),
     "interfaces": ("sciml.interfaces", "Interfaces to LAMMPS and metatomic"),
+    "active": ("sciml.active", "Active learning: oracles, the label store, exploration, the loop"),
     "testing": ("sciml.testing", "Testing helpers for energy models"),
     "cli": ("sciml.cli", "The sciml command"),
 }

@@ -126,6 +126,7 @@ def _free_name(directory: str | None, filename: str) -> str:
 COMMANDS = {
     "data": "sciml.commands.data",
     "export": "sciml.commands.export",
+    "kinetics": "sciml.commands.kinetics",
     "learn": "sciml.commands.learn",
     "md": "sciml.commands.md",
     "serve": "sciml.commands.serve",

@@ -25,6 +25,8 @@ SMOKE = {
     "bench_koopman.py": ("koopman", []),
     "bench_presets.py": ("presets", ["--presets", "small", "--out", "{tmp}/work"]),
     "bench_accuracy.py": ("accuracy_vs_mace_40min_smoke", ["--out", "{tmp}/work"]),
+    "bench_active.py": ("active", ["--out", "{tmp}/work"]),
+    "bench_replicas.py": ("replicas", []),
 }
 
 

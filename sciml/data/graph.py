@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from torch_geometric.data import Data
+from torch_geometric.data import Batch, Data
 
+from sciml.data.labels import read_frame
 from sciml.data.neighbours import radius_graph
 
 
@@ -45,3 +46,11 @@ def frame_to_graph(
     if "stress" in record:
         graph.stress = torch.as_tensor(record["stress"], dtype=dtype)[None]
     return graph
+
+
+def trajectory_graphs(trajectory, cutoff: float, chunk: int = 512, dtype: torch.dtype | None = None) -> list:
+    """The frames of a :class:`~sciml.data.readers.Trajectory` as PyG batches of at most ``chunk`` graphs, in
+    order (what a Koopman estimator's encoders take, chunk by chunk)."""
+    graphs = [frame_to_graph(read_frame(atoms, trajectory.source, t), cutoff, dtype)
+              for t, atoms in enumerate(trajectory.frames)]  # fmt: skip
+    return [Batch.from_data_list(graphs[start : start + chunk]) for start in range(0, len(graphs), chunk)]

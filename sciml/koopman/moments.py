@@ -53,26 +53,38 @@ def accumulate(
     returns ``(f(x), g(x))``."""
     moments = moments if moments is not None else Moments()
     for x_0, x_1 in pairs:
-        (f_0, g_0), (f_1, g_1) = features(x_0), features(x_1)
-        for key, left, right in (
-            ("ff_00", f_0, f_0),
-            ("gg_11", g_1, g_1),
-            ("fg_01", f_0, g_1),
-            ("gf_11", g_1, f_1),
-            ("gf_00", g_0, f_0),
-            ("ff_01", f_0, f_1),
-            ("gg_01", g_0, g_1),
-            ("gg_00", g_0, g_0),
-        ):
-            moments.add(key, left, right)
-        for name, observable in observables.items():
-            h_0, h_1 = _matrix(observable(x_0), name), _matrix(observable(x_1), name)
-            moments.add(f"fh_00:{name}", f_0, h_0)
-            moments.add(f"gh_00:{name}", g_0, h_0)
-            moments.add(f"gh_11:{name}", g_1, h_1)
-        moments.count += f_0.shape[0]
+        values = {name: (_matrix(h(x_0), name), _matrix(h(x_1), name)) for name, h in observables.items()}
+        add_pairs(moments, *features(x_0), *features(x_1), values)
     if moments.count == 0:
         raise ValueError("no pairs to estimate moments from (empty data)")
+    return moments
+
+
+def add_pairs(
+    moments: Moments,
+    f_0: torch.Tensor,
+    g_0: torch.Tensor,
+    f_1: torch.Tensor,
+    g_1: torch.Tensor,
+    observables: dict[str, tuple[torch.Tensor, torch.Tensor]] | None = None,
+) -> Moments:
+    """Add B pairs given by their features, (B, k) each, and ``{name: (h(x), h(x'))}`` (B, d) values."""
+    for key, left, right in (
+        ("ff_00", f_0, f_0),
+        ("gg_11", g_1, g_1),
+        ("fg_01", f_0, g_1),
+        ("gf_11", g_1, f_1),
+        ("gf_00", g_0, f_0),
+        ("ff_01", f_0, f_1),
+        ("gg_01", g_0, g_1),
+        ("gg_00", g_0, g_0),
+    ):
+        moments.add(key, left, right)
+    for name, (h_0, h_1) in (observables or {}).items():
+        moments.add(f"fh_00:{name}", f_0, h_0)
+        moments.add(f"gh_00:{name}", g_0, h_0)
+        moments.add(f"gh_11:{name}", g_1, h_1)
+    moments.count += f_0.shape[0]
     return moments
 
 

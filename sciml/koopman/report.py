@@ -1,0 +1,225 @@
+"""A kinetics report from trajectories and a fitted Koopman estimator: timescales, Chapman-Kolmogorov test,
+metastable states, populations and MFPTs, each with bootstrap error bars, in Markdown, HTML and JSON with plots.
+
+    report = kinetics_report(estimator, trajectories, lags=[1, 2, 4, 8], time_step=0.1, n_states=2, out="runs/k")
+
+writes ``report.md``, ``report.html``, ``report.json`` (every number) and ``timescales.png``,
+``chapman_kolmogorov.png``, ``free_energy.png`` into ``out``. The CK test here is the MSM user's: the
+observables and start weights are the indicators of the metastable states (:mod:`sciml.koopman.states`), so
+it checks P(state j after n lags | state i) predicted by the model at one lag against the data at n lags.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from sciml.koopman.bootstrap import (
+    Bands,
+    TrajectoryFeatures,
+    bootstrap_chapman_kolmogorov,
+    bootstrap_timescales,
+    fitted,
+)
+from sciml.koopman.estimator import KoopmanEstimator
+from sciml.koopman.states import eigenfunction_coordinates, metastable_states
+
+
+def kinetics_report(
+    estimator: KoopmanEstimator,
+    trajectories: Sequence,
+    lags: Sequence[int],
+    time_step: float,
+    n_states: int = 2,
+    out: str | Path = "kinetics",
+    time_unit: str = "ps",
+    processes: int = 3,
+    ck_steps: int = 4,
+    samples: int = 200,
+    confidence: float = 0.95,
+    microstates: int = 50,
+    seed: int = 0,
+) -> dict:
+    """Analyse ``trajectories`` (per trajectory: what ``estimator.features`` takes, or a list of such chunks)
+    with the trained encoders of ``estimator`` (its lag is the model's; its moments are refitted on all of
+    ``trajectories``) and write the report into ``out``; ``time_step`` is the time between frames in
+    ``time_unit``. Returns the report's numbers (what ``report.json`` holds)."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    lag = estimator.lagtime or 1
+    base = TrajectoryFeatures(estimator, trajectories)
+    estimator = fitted(estimator, base.moments(lag), lag)  # the point estimate on all the data
+    states = metastable_states(estimator, trajectories, n_states, time_step, microstates, samples, confidence,
+                               seed=seed)  # fmt: skip
+    indicators = {f"state {j}": [(a == j).astype(float) for a in states.assignments()] for j in range(n_states)}
+    features = base.with_values(indicators, indicators)
+    timescales = bootstrap_timescales(estimator, features, lags, time_step, samples, confidence, seed)
+    ck = bootstrap_chapman_kolmogorov(estimator, features, lag, ck_steps, samples, confidence, seed)
+    numbers = {
+        "lag": lag, "time_step": time_step, "time_unit": time_unit, "trajectories": len(trajectories),
+        "resampled_units": features.count, "confidence": confidence, "samples": samples,
+        "timescales": {"lags": list(lags), **_bands(timescales, slice(1, processes + 1))},
+        "chapman_kolmogorov": {"passed": ck.passed, "summary": ck.summary(), "steps": ck_steps,
+                               "predicted": _bands(ck.predicted), "estimated": _bands(ck.estimated)},
+        "states": {"count": n_states, "populations": _bands(states.populations), "mfpt": _bands(states.mfpt),
+                   "representatives": states.representatives, "microstates": microstates},
+    }  # fmt: skip
+    coordinates = eigenfunction_coordinates(estimator, trajectories, 2)
+    figures = _plots(out, timescales, lags, lag, ck, coordinates, states, time_step, time_unit, processes)
+    (out / "report.json").write_text(json.dumps(numbers, indent=1, default=_plain) + "\n")
+    markdown = _markdown(numbers, figures)
+    (out / "report.md").write_text(markdown)
+    (out / "report.html").write_text(_html(markdown))
+    return numbers
+
+
+def _bands(bands: Bands, columns: slice | None = None) -> dict:
+    pick = (lambda a: a[..., columns]) if columns is not None else (lambda a: a)
+    return {"estimate": pick(bands.estimate).tolist(), "lower": pick(bands.lower).tolist(),
+            "upper": pick(bands.upper).tolist()}  # fmt: skip
+
+
+def _plain(value):
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+def _plots(out, timescales, lags, lag, ck, coordinates, states, time_step, unit, processes) -> dict[str, str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    files = {}
+    lag_times = np.asarray(lags) * time_step
+    fig, axis = plt.subplots(figsize=(5, 4))
+    shown = range(1, min(processes, timescales.estimate.shape[1] - 1) + 1)
+    for i in shown:
+        axis.plot(lag_times, timescales.estimate[:, i], "o-", label=f"process {i}")
+        axis.fill_between(lag_times, timescales.lower[:, i], timescales.upper[:, i], alpha=0.25)
+    bottom = 0.5 * min(np.nanmin(timescales.lower[:, list(shown)]), lag_times.min())
+    axis.fill_between(lag_times, bottom, lag_times, color="k", alpha=0.15, label="t < lag")
+    axis.set_ylim(bottom=bottom)
+    axis.set(xlabel=f"lag ({unit})", ylabel=f"implied timescale ({unit})", yscale="log")
+    axis.legend()
+    files["timescales"] = _save(fig, out / "timescales.png")
+
+    n = states.n_states
+    fig, axes = plt.subplots(n, n, figsize=(2.6 * n, 2.2 * n), sharex=True, sharey=True, squeeze=False)
+    times = np.arange(0, ck.predicted.estimate.shape[0] + 1) * lag * time_step
+    for i in range(n):
+        for j in range(n):
+            ax = axes[i, j]
+            start = float(i == j)
+            for bands, style, name in ((ck.predicted, "-", "model"), (ck.estimated, "--", "data")):
+                ax.plot(times, [start, *bands.estimate[:, i, j]], style, label=name)
+                ax.fill_between(times, [start, *bands.lower[:, i, j]], [start, *bands.upper[:, i, j]], alpha=0.25)
+            ax.set_title(f"{i} -> {j}", fontsize=9)
+    axes[0, 0].legend(fontsize=8)
+    fig.supxlabel(f"time ({unit})")
+    files["chapman_kolmogorov"] = _save(fig, out / "chapman_kolmogorov.png")
+
+    points = np.concatenate(coordinates)
+    assignments = np.concatenate(states.assignments())
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 4))
+    if points.shape[1] >= 2:
+        density, xe, ye = np.histogram2d(points[:, 0], points[:, 1], bins=50, density=True)
+        with np.errstate(divide="ignore"):
+            free = -np.log(density.T)
+        mesh = left.pcolormesh(xe, ye, free - np.nanmin(free[np.isfinite(free)]), shading="auto")
+        fig.colorbar(mesh, ax=left, label="free energy (kT)")
+        left.set(xlabel="eigenfunction 1", ylabel="eigenfunction 2", title="free energy")
+        right.scatter(points[:, 0], points[:, 1], c=assignments, s=2, cmap="tab10", vmin=-1, vmax=9)
+        right.set(xlabel="eigenfunction 1", ylabel="eigenfunction 2", title="metastable states")
+    else:
+        left.hist(points[:, 0], bins=50)
+        right.scatter(points[:, 0], np.zeros(len(points)), c=assignments, s=2)
+    files["free_energy"] = _save(fig, out / "free_energy.png")
+    return files
+
+
+def _save(fig, path: Path) -> str:
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return path.name
+
+
+def _markdown(numbers: dict, figures: dict[str, str]) -> str:
+    unit, level = numbers["time_unit"], int(round(100 * numbers["confidence"]))
+    ts = numbers["timescales"]
+    lines = [
+        "# Kinetics report", "",
+        f"{numbers['trajectories']} trajectories ({numbers['resampled_units']} resampled units), a frame every "
+        f"{numbers['time_step']:g} {unit}; model lag {numbers['lag']} frames. Intervals: {level} % bootstrap over "
+        f"trajectories ({numbers['samples']} samples).", "",
+        "## Implied timescales", "",
+        "| lag (frames) | " + " | ".join(f"process {i + 1} ({unit})" for i in range(len(ts["estimate"][0]))) + " |",
+        "| ---: |" + " ---: |" * len(ts["estimate"][0]),
+    ]  # fmt: skip
+    for k, lag in enumerate(ts["lags"]):
+        cells = [f"{e:.4g} [{lo:.4g}, {hi:.4g}]" for e, lo, hi in zip(ts["estimate"][k], ts["lower"][k], ts["upper"][k],
+                                                                        strict=True)]  # fmt: skip
+        lines.append(f"| {lag} | " + " | ".join(cells) + " |")
+    ck = numbers["chapman_kolmogorov"]["summary"]
+    lines += ["", f"![implied timescales]({figures['timescales']})", "", "## Chapman-Kolmogorov test", "", ck + ".",
+              "", f"![Chapman-Kolmogorov test]({figures['chapman_kolmogorov']})", "",
+              "## Metastable states", ""]  # fmt: skip
+    states = numbers["states"]
+    lines += ["| state | population | representative frames (trajectory, frame) |", "| ---: | ---: | --- |"]
+    for j in range(states["count"]):
+        p = states["populations"]
+        frames = ", ".join(f"({r}, {t})" for r, t in states["representatives"][j])
+        lines.append(f"| {j} | {p['estimate'][j]:.3f} [{p['lower'][j]:.3f}, {p['upper'][j]:.3f}] | {frames} |")
+    header = "| from \\ to | " + " | ".join(str(j) for j in range(states["count"])) + " |"
+    lines += ["", f"Mean first-passage times ({unit}):", "", header, "| ---: |" + " ---: |" * states["count"]]
+    m = states["mfpt"]
+    for a in range(states["count"]):
+        cells = ["-" if a == b else f"{m['estimate'][a][b]:.4g} [{m['lower'][a][b]:.4g}, {m['upper'][a][b]:.4g}]"
+                 for b in range(states["count"])]  # fmt: skip
+        lines.append(f"| {a} | " + " | ".join(cells) + " |")
+    lines += ["", f"![free energy and states]({figures['free_energy']})", ""]
+    return "\n".join(lines)
+
+
+def _html(markdown: str) -> str:
+    """The Markdown report as a standalone HTML page (headings, paragraphs, tables, images)."""
+    body, table = [], []
+
+    def flush_table() -> None:
+        if table:
+            rows = [row for row in table if not set(row.replace("|", "").strip()) <= set("-: ")]
+            cells = [[html.escape(c.strip()) for c in row.strip().strip("|").split("|")] for row in rows]
+            head = "".join(f"<th>{c}</th>" for c in cells[0])
+            rest = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in cells[1:])
+            body.append(f"<table><thead><tr>{head}</tr></thead><tbody>{rest}</tbody></table>")
+            table.clear()
+
+    for line in markdown.splitlines():
+        if line.startswith("|"):
+            table.append(line)
+            continue
+        flush_table()
+        if line.startswith("#"):
+            level = len(line) - len(line.lstrip("#"))
+            body.append(f"<h{level}>{html.escape(line.lstrip('# '))}</h{level}>")
+        elif line.startswith("!["):
+            alt, source = line[2:].split("](")
+            body.append(f'<img alt="{html.escape(alt)}" src="{html.escape(source.rstrip(")"))}">')
+        elif line.strip():
+            body.append(f"<p>{html.escape(line)}</p>")
+    flush_table()
+    style = (
+        "body{font-family:sans-serif;max-width:60em;margin:auto}table{border-collapse:collapse}td,th{padding:0 .6em}"
+    )
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>Kinetics report</title><style>{style}</style>"
+        f"</head><body>{''.join(body)}</body></html>\n"
+    )

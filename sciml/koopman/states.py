@@ -1,0 +1,171 @@
+"""Metastable states from a learned Koopman basis, their populations and the mean first-passage times
+between them, with Bayesian error bars: the route a PyEMMA or deeptime user takes, on learned coordinates.
+
+1. Coordinates: the leading non-trivial eigenfunctions of the estimator at every frame (real parts; the slow
+   coordinates, as TICA's would be).
+2. Microstates: k-means on those coordinates (deeptime's ``KMeans``, k-means++ seeded).
+3. A reversible maximum-likelihood Markov state model at the estimator's lag (deeptime) on the microstate
+   trajectories, and PCCA+ (Roeblitz and Weber, Adv. Data Anal. Classif. 7, 147 (2013); deeptime's ``pcca``)
+   into ``n_states`` metastable sets: fuzzy memberships chi (microstates x states) and hard sets (argmax).
+4. Populations p_j = sum_i pi_i chi_ij, and MFPTs between the hard sets; their uncertainty from a bootstrap
+   over trajectories (:mod:`sciml.koopman.bootstrap`: blocks when there are few), the microstates and sets
+   held fixed and the MSM re-estimated on each resample. (deeptime's ``BayesianMSM`` counts with a sliding
+   window and so treats correlated transitions as independent: its intervals came out several times too
+   narrow here.)
+5. Representative frames of each state: frames of its microstates of the highest membership.
+
+deeptime is the ``kinetics`` extra's (also in ``dev``); without it the error names the extra.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from sciml.koopman.bootstrap import Bands, over_chunks, resampled_counts
+from sciml.koopman.estimator import KoopmanEstimator
+
+
+def _deeptime():
+    try:
+        return importlib.import_module("deeptime")
+    except ImportError as error:
+        raise ImportError("metastable states need deeptime: pip install 'sciml[kinetics]'") from error
+
+
+@dataclass
+class MetastableStates:
+    """The states of :func:`metastable_states`. Times are in units of ``time_step`` (e.g. ps)."""
+
+    n_states: int
+    lag: int
+    time_step: float
+    coordinates: list[np.ndarray]  # per trajectory (n_r, c): the eigenfunctions clustered
+    microstates: list[np.ndarray]  # per trajectory (n_r,): k-means labels, -1 outside the MSM's connected set
+    memberships: np.ndarray  # (microstates, n_states): PCCA+ chi
+    stationary: np.ndarray  # (microstates,)
+    populations: Bands  # (n_states,)
+    mfpt: Bands  # (n_states, n_states), time units; the diagonal is 0
+    representatives: list[list[tuple[int, int]]]  # per state: (trajectory, frame)
+
+    def assignments(self) -> list[np.ndarray]:
+        """Per trajectory (n_r,): each frame's state (argmax membership of its microstate; -1 outside the set)."""
+        hard = self.memberships.argmax(1)
+        return [np.where(labels >= 0, hard[np.maximum(labels, 0)], -1) for labels in self.microstates]
+
+    def summary(self) -> str:
+        lines = [f"{self.n_states} metastable states (PCCA+ of a {len(self.stationary)}-microstate MSM at lag "
+                 f"{self.lag}):"]  # fmt: skip
+        for j in range(self.n_states):
+            lines.append(f"  state {j}: population {self.populations.estimate[j]:.3f} "
+                         f"[{self.populations.lower[j]:.3f}, {self.populations.upper[j]:.3f}]")  # fmt: skip
+        for a in range(self.n_states):
+            for b in range(self.n_states):
+                if a != b:
+                    lines.append(f"  MFPT {a} -> {b}: {self.mfpt.estimate[a, b]:.4g} "
+                                 f"[{self.mfpt.lower[a, b]:.4g}, {self.mfpt.upper[a, b]:.4g}]")  # fmt: skip
+        return "\n".join(lines)
+
+
+def eigenfunction_coordinates(estimator: KoopmanEstimator, trajectories: Sequence, count: int) -> list[np.ndarray]:
+    """Per trajectory (n_r, count): real parts of the eigenfunctions 2..count+1 (the constant skipped)."""
+    with torch.no_grad():
+        values = [torch.cat(over_chunks(estimator.eigenfunctions, x)) for x in trajectories]
+    return [v[:, 1 : count + 1].real.numpy() for v in values]
+
+
+def metastable_states(
+    estimator: KoopmanEstimator,
+    trajectories: Sequence,
+    n_states: int = 2,
+    time_step: float = 1.0,
+    microstates: int = 50,
+    samples: int = 100,
+    confidence: float = 0.95,
+    representatives: int = 5,
+    blocks: int = 20,
+    seed: int = 0,
+) -> MetastableStates:
+    """The states of the module docstring for ``trajectories`` (what ``estimator.eigenfunctions`` takes, one
+    entry per trajectory) at the estimator's lag; ``microstates`` k-means centres, ``samples`` bootstrap
+    resamples (of trajectories, or of ``blocks`` pieces when there are fewer)."""
+    deeptime = _deeptime()
+    from deeptime.markov.msm import MaximumLikelihoodMSM
+
+    if n_states < 2:
+        raise ValueError(f"n_states must be at least 2, got {n_states}")
+    lag = estimator.lagtime or 1
+    coordinates = eigenfunction_coordinates(estimator, trajectories, n_states - 1)
+    clustering = deeptime.clustering.KMeans(microstates, fixed_seed=seed, n_jobs=1)
+    clustering = clustering.fit(np.concatenate(coordinates)).fetch_model()
+    labels = [clustering.transform(c).astype(np.int32) for c in coordinates]
+    msm = MaximumLikelihoodMSM(reversible=True, lagtime=lag).fit(labels).fetch_model()
+    active = msm.count_model.state_symbols  # microstates of the largest connected set, in MSM order
+    pcca = msm.pcca(n_states)
+    local = np.full(microstates, -1)
+    local[active] = np.arange(len(active))
+    kept = [np.where(local[labels_r] >= 0, local[labels_r], -1) for labels_r in labels]
+    sets = [np.flatnonzero(pcca.assignments == j) for j in range(n_states)]
+    if any(len(s) == 0 for s in sets):
+        raise ValueError(f"PCCA+ left a state without microstates; try fewer states than {n_states}")
+
+    def figures(model, symbols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Populations and MFPTs (time units) of ``model``, whose states are the microstates ``symbols``."""
+        position = {int(symbol): k for k, symbol in enumerate(symbols)}
+        chi = np.zeros((len(symbols), n_states))
+        for symbol, k in position.items():
+            if local[symbol] >= 0:
+                chi[k] = pcca.memberships[local[symbol]]
+        populations = model.stationary_distribution @ chi
+        mfpt = np.zeros((n_states, n_states))
+        members = [[position[int(active[i])] for i in s if int(active[i]) in position] for s in sets]
+        for a in range(n_states):
+            for b in range(n_states):
+                if a != b:
+                    mfpt[a, b] = model.mfpt(members[a], members[b]) * time_step if members[a] and members[b] else np.nan
+        return populations, mfpt
+
+    populations, mfpt = figures(msm, active)
+    pieces = resampling_units(labels, blocks)
+    drawn = []
+    for counts in resampled_counts(len(pieces), samples, seed):
+        chosen = [piece for piece, times in zip(pieces, counts, strict=True) for _ in range(times)]
+        try:
+            model = MaximumLikelihoodMSM(reversible=True, lagtime=lag).fit(chosen).fetch_model()
+            drawn.append(figures(model, model.count_model.state_symbols))
+        except (ValueError, RuntimeError):  # a resample that lost a state entirely: counted as missing
+            drawn.append((np.full(n_states, np.nan), np.full((n_states, n_states), np.nan)))
+    return MetastableStates(
+        n_states, lag, time_step, coordinates, kept, pcca.memberships, msm.stationary_distribution,
+        Bands(populations, np.stack([d[0] for d in drawn]), confidence),
+        Bands(mfpt, np.stack([d[1] for d in drawn]), confidence),
+        _representatives(kept, pcca.memberships, representatives, seed),
+    )  # fmt: skip
+
+
+def resampling_units(labels: list[np.ndarray], blocks: int) -> list[np.ndarray]:
+    """The microstate trajectories, or, when there are fewer than ``blocks``, that many contiguous pieces."""
+    if len(labels) >= blocks:
+        return labels
+    per = int(np.ceil(blocks / len(labels)))
+    return [piece for trajectory in labels for piece in np.array_split(trajectory, per) if len(piece) > 1]
+
+
+def _representatives(labels: list[np.ndarray], memberships: np.ndarray, count: int, seed: int) -> list:
+    """Per state, ``count`` frames (trajectory, frame) drawn from its most typical microstates: those of the
+    highest membership, taken in that order until they hold ``count`` frames."""
+    rng = np.random.default_rng(seed)
+    chosen = []
+    for j in range(memberships.shape[1]):
+        frames: list[tuple[int, int]] = []
+        for micro in np.argsort(-memberships[:, j]):
+            frames += [(r, int(t)) for r, trajectory in enumerate(labels) for t in np.flatnonzero(trajectory == micro)]
+            if len(frames) >= count:
+                break
+        picks = rng.choice(len(frames), size=min(count, len(frames)), replace=False) if frames else []
+        chosen.append([frames[int(k)] for k in sorted(picks)])
+    return chosen

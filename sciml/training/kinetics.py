@@ -1,0 +1,89 @@
+"""From molecular trajectories to a kinetics report: ``molecular_kinetics`` (what ``sciml kinetics`` runs).
+
+Reads the trajectories (any ASE format, a folder of them, e.g. the replica driver's output), takes a trained
+Koopman model (a ``KoopmanModule`` checkpoint) or trains one (:func:`~sciml.training.fit_koopman`, shared
+encoders: equilibrium MD is reversible), and writes the report of :func:`~sciml.koopman.report.kinetics_report`
+plus, per metastable state, its representative structures (``state_<j>.extxyz``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import ase.io
+import numpy as np
+
+from sciml.data.errors import DataError
+from sciml.data.graph import trajectory_graphs
+from sciml.data.readers import read_trajectories
+from sciml.koopman import KoopmanEstimator
+from sciml.koopman.report import kinetics_report
+from sciml.training.koopman_fit import fit_koopman
+
+
+def frame_interval_ps(trajectories) -> float:
+    """The time between frames (ps) from the frames' ``time_fs`` info (the replica driver writes it)."""
+    times = [frame.info.get("time_fs") for frame in trajectories[0].frames[:2]]
+    if len(times) < 2 or None in times:
+        raise DataError(f"'{trajectories[0].source}': its frames carry no time_fs; give the time between frames "
+                        "(--time-step, ps)")  # fmt: skip
+    return (float(times[1]) - float(times[0])) / 1000
+
+
+def molecular_kinetics(
+    paths: str | Path | Sequence[str | Path],
+    out: str | Path = "kinetics",
+    time_step: float | None = None,
+    lag: int = 2,
+    lags: Sequence[int] | None = None,
+    n_states: int = 2,
+    checkpoint: str | Path | None = None,
+    encoder: str = "distances",
+    k: int = 6,
+    epochs: int = 20,
+    batch_size: int = 256,
+    cutoff: float = 5.0,
+    samples: int = 200,
+    microstates: int = 50,
+    seed: int = 0,
+) -> dict:
+    """The kinetics report of the trajectories under ``paths`` in ``out`` (module docstring).
+
+    Args:
+        time_step: ps between frames (default: from the frames' ``time_fs``).
+        lag: the model's lag in frames; ``lags``: the lags of the timescale plot (default lag x 1/2, 1, 2, 4).
+        checkpoint: a trained ``KoopmanModule`` checkpoint; without one, ``encoder`` (``"distances"`` or
+            ``"molecular"``) with ``k`` functions (the constant included) trains for ``epochs`` (``batch_size``
+            pairs per batch).
+    """
+    trajectories = read_trajectories(paths)
+    time_step = time_step if time_step is not None else frame_interval_ps(trajectories)
+    lags = sorted({max(1, round(lag * f)) for f in (0.5, 1, 2, 4)}) if lags is None else list(lags)
+    if checkpoint is not None:
+        chunks = [trajectory_graphs(t, cutoff) for t in trajectories]
+        estimator = KoopmanEstimator.from_checkpoint(checkpoint, [pair for c in chunks for pair in _pairs(c, lag)])
+    else:
+        files = [t.source for t in trajectories]
+        estimator = fit_koopman(files, lagtime=lag, k=k, encoder=encoder, epochs=epochs, batch_size=batch_size,
+                                cutoff=cutoff, seed=seed, share_encoders=True)  # fmt: skip
+        chunks = [trajectory_graphs(t, cutoff) for t in trajectories]
+    numbers = kinetics_report(estimator, chunks, lags, time_step, n_states, out, "ps", samples=samples,
+                              microstates=microstates, seed=seed)  # fmt: skip
+    for j, frames in enumerate(numbers["states"]["representatives"]):
+        structures = [trajectories[r].frames[t] for r, t in frames]
+        for structure, (r, t) in zip(structures, frames, strict=True):
+            structure.info.update(source=trajectories[r].source, frame=t, state=j)
+        ase.io.write(Path(out) / f"state_{j}.extxyz", structures, format="extxyz")
+    numbers["sources"] = [t.source for t in trajectories]
+    return numbers
+
+
+def _pairs(chunks: list, lag: int) -> list:
+    """(x_t, x_{t + lag}) batches of one trajectory's graph chunks (for fitting a loaded estimator)."""
+    from torch_geometric.data import Batch
+
+    graphs = [graph for chunk in chunks for graph in chunk.to_data_list()]
+    starts = np.arange(len(graphs) - lag)
+    return [(Batch.from_data_list([graphs[t] for t in block]), Batch.from_data_list([graphs[t + lag] for t in block]))
+            for block in np.array_split(starts, max(1, len(starts) // 256)) if len(block)]  # fmt: skip
