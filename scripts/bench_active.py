@@ -17,18 +17,21 @@ On a molecule that ``data/`` does not ship (paracetamol, C8H9NO2, 20 atoms, from
 4. A long ML Langevin run at the target temperature with the final model: the largest per-atom force
    uncertainty over it against the threshold, and whether every covalent bond of the start survived.
 
-Results with provenance: ``benchmarks/results/active.{json,md}`` and ``active_calibration.png``.
+Results with provenance: ``benchmarks/results/active.{json,md}`` and ``active_calibration_{single,committee}.png``.
+Every stage keeps its output in ``--out`` (reference frames, models, the loop's directory): a rerun reuses them,
+with the times they took when they ran (``timings.json``), and redoes the evaluations and the long run.
 
     python scripts/bench_active.py [--temperature 500] [--md-ps 100] [--passive-epochs 20]
     python scripts/bench_active.py --smoke --results /tmp/active   # minutes: the same path, tiny budgets
 
 Last line: RESULT oracle_calls_ratio_vs_passive=<x> force_mae_ratio_vs_passive=<x> spearman_committee=<x>
-spearman_single=<x> coverage_2sigma=<x> md_100ps_max_uncertainty_ratio=<x>
+spearman_single=<x> coverage_2sigma=<x> md_<ps>ps_max_uncertainty_ratio=<x>
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import time
 from pathlib import Path
@@ -51,6 +54,27 @@ from sciml.calculators.md import initial_velocities
 
 ROOT = Path(__file__).resolve().parents[1]
 SMILES = "CC(=O)Nc1ccc(O)cc1"  # paracetamol
+
+
+def stage_timings(out: Path, results: Path) -> dict:
+    """Seconds of the stages already run in ``out`` (``timings.json``; else the previous results file's): a
+    rerun that reuses cached reference data, models or the loop reports the times they took when they ran."""
+    if (out / "timings.json").exists():
+        return json.loads((out / "timings.json").read_text())
+    previous = results / "active.json"
+    if not previous.exists():
+        return {}
+    data = json.loads(previous.read_text())["results"]
+    timings = dict(data.get("reference", {}))
+    timings |= {f"passive_{kind}_training_s": row["training_s"] for kind, row in data.get("passive", {}).items()}
+    if "active" in data:
+        timings["active_wall_s"] = data["active"]["wall_s"]
+    return timings
+
+
+def record_timing(out: Path, timings: dict, key: str, seconds: float) -> None:
+    timings[key] = seconds
+    (out / "timings.json").write_text(json.dumps(timings, indent=1))
 
 
 def reference_md(start: Atoms, temperature: float, frames: int, every: int, seed: int, equilibrate: int) -> list[Atoms]:
@@ -150,7 +174,7 @@ def main() -> None:
     start = molecule_from_smiles(args.smiles, 0)
     hot = args.temperature + 100
 
-    timings, sets = {}, {}
+    timings, sets = stage_timings(out, Path(args.results)), {}
     runs = [("passive", args.temperature, args.passive_frames, args.passive_every, 1),
             ("test", args.temperature, args.test_frames, 40, 2),
             ("test_hot", hot, args.test_frames, 40, 3)]  # fmt: skip
@@ -159,7 +183,8 @@ def main() -> None:
         begin = time.perf_counter()
         if not path.exists():
             ase.io.write(path, reference_md(start, temperature, count, every, seed, 2000 if not args.smoke else 20))
-        sets[name], timings[f"reference_md_{name}_s"] = ase.io.read(path, index=":"), time.perf_counter() - begin
+            record_timing(out, timings, f"reference_md_{name}_s", time.perf_counter() - begin)
+        sets[name] = ase.io.read(path, index=":")
         print(f"{name}: {len(sets[name])} GFN2-xTB frames at {temperature:.0f} K", flush=True)
 
     passive = {}
@@ -170,7 +195,8 @@ def main() -> None:
         checkpoint = out / f"passive_{kind}" / "model.ckpt"
         if not checkpoint.exists():
             train_round(out / "passive.extxyz", checkpoint.parent, settings, 0)
-        row = {"training_s": time.perf_counter() - begin, "epochs": settings.epochs}
+            record_timing(out, timings, f"passive_{kind}_training_s", time.perf_counter() - begin)
+        row = {"training_s": timings.get(f"passive_{kind}_training_s"), "epochs": settings.epochs}
         for name in ("test", "test_hot"):
             row[name], report = evaluate(checkpoint, sets[name])
             if name == "test_hot":
@@ -183,8 +209,11 @@ def main() -> None:
 
     begin = time.perf_counter()
     loop = ActiveLearning(out / "active", gfn2_xtb(), learning)
+    done = (out / "active" / "model.ckpt").exists()
     final = loop.run(start)
-    active_seconds = time.perf_counter() - begin
+    if not done:
+        record_timing(out, timings, "active_wall_s", time.perf_counter() - begin)
+    active_seconds = timings.get("active_wall_s", float("nan"))
     rounds = []
     state = loop.summary()
     labelled_by_round = loop.store.rounds()
@@ -213,7 +242,8 @@ def main() -> None:
 def write(args, start, timings, passive, cost, rounds, final_errors, state, active_seconds, calls_needed, md) -> None:
     hot = args.temperature + 100
     data = {"smiles": args.smiles, "atoms": len(start), "temperature": args.temperature, "hot": hot,
-            "reference": timings, "passive": passive, "single_model_cost": cost,
+            "reference": {k: v for k, v in timings.items() if k.startswith("reference")}, "passive": passive,
+            "single_model_cost": cost,
             "active": {"rounds": rounds, "final": final_errors, "summary": state, "wall_s": active_seconds,
                        "oracle_calls": state["oracle_calls"], "calls_to_reach_passive": calls_needed},
             "md": md}  # fmt: skip
@@ -225,7 +255,7 @@ def write(args, start, timings, passive, cost, rounds, final_errors, state, acti
         "spearman_committee": passive["committee"]["test_hot"]["spearman_force"],
         "spearman_single": passive["single"]["test_hot"]["spearman_force"],
         "coverage_2sigma": passive["single"]["test_hot"]["coverage_2sigma_force"],
-        "md_100ps_max_uncertainty_ratio": md["ratio_to_threshold"],
+        f"md_{md['ps']:g}ps_max_uncertainty_ratio": md["ratio_to_threshold"],
     }
     title = f"On-the-fly learning of {args.smiles} with GFN2-xTB" + (" (smoke run)" if args.smoke else "")
     write_results("active", title, sections(args, data), data, result, args.results, print_result=bool(md["steps"]))

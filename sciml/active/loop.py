@@ -133,8 +133,7 @@ class ActiveLearning:
             self._save_state()
             self._progress(round, f"labelled {record['labelled']} of {len(candidates)} picked")
         else:
-            self.report(f"not converged after {self.settings.rounds} rounds: the last model is kept "
-                        "(more --rounds continue the run)")  # fmt: skip
+            self.report(f"not converged after {self.settings.rounds} rounds (more --rounds continue the run)")
         final = self.directory / "final" / "model.ckpt"
         epochs = self.settings.training.final_epochs
         if epochs and not (final.exists() and self.state.get("final_from") == str(previous)):

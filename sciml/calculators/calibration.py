@@ -69,7 +69,11 @@ class UncertaintyCalibrationReport:
         left.plot(predicted, observed, "o-", label="binned force components")
         left.set(xlabel="predicted σ (eV/Å)", ylabel="observed RMS error (eV/Å)", title="reliability")
         left.legend()
-        right.loglog(self.frame_force_uncertainty, self.frame_force_rmse, ".", alpha=0.5)
+        right.plot(self.frame_force_uncertainty, self.frame_force_rmse, ".", alpha=0.5)
+        axes = ((self.frame_force_uncertainty, right.set_xscale), (self.frame_force_rmse, right.set_yscale))
+        for values, scale in axes:
+            if values.min() > 0 and values.max() > 3 * values.min():  # log axes only over a wide range
+                scale("log")
         right.set(
             xlabel="predicted force uncertainty per frame (eV/Å)",
             ylabel="force RMSE per frame (eV/Å)",

@@ -15,10 +15,9 @@ import torch
 from torch import nn
 from torch_geometric.data import Data
 
+from sciml.calculators.ase import DTYPES
 from sciml.data.neighbours import radius_graph
 from sciml.nn.forces import ForceStressOutput
-
-DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
 class BatchedPotential:
