@@ -2,9 +2,13 @@
 
 The thermostat's temperature rises linearly from ``start_temperature`` to ``temperature`` over the first
 ``ramp_ps`` and stays there for ``hold_ps``. At every step the calculator's largest per-atom force
-uncertainty (eV/Å) is read; the frames above ``threshold`` are candidates for the oracle. A frame above
-``stop_factor * threshold`` ends the run (DP-GEN's upper trust level: past it the trajectory is no longer a
-physical one, and continuing would only collect more of the same), that frame still a candidate.
+uncertainty (eV/Å) is read; the frames above ``threshold`` are candidates for the oracle. The run ends early
+when the uncertainty has stayed above ``stop_factor * threshold`` (DP-GEN's upper trust level) for
+``patience_fs``: the trajectory has left what the model knows for good, and continuing would only collect more
+of the same. It also ends, that frame discarded, when the structure is no longer a molecule: two atoms
+closer than ``min_distance`` or a covalent bond of the start (ASE's natural radii) stretched beyond
+``max_stretch`` times its length. (Ending at the first frame above the upper level instead stops a young
+model's runs at their first step, one label per round.)
 :func:`select_frames` then picks at most ``cap`` of the candidates, most uncertain first, at least
 ``spacing_fs`` apart in time, so that one excursion does not fill a round with near-copies.
 """
@@ -18,6 +22,7 @@ import numpy as np
 from ase import Atoms, units
 from ase.constraints import FixCom
 from ase.md.langevin import Langevin
+from ase.neighborlist import NeighborList, natural_cutoffs
 
 from sciml.calculators.md import initial_velocities, largest_force_uncertainty
 
@@ -34,6 +39,9 @@ class ExplorationSettings:
     friction: float = 0.01
     threshold: float = 0.2
     stop_factor: float = 3.0
+    patience_fs: float = 50.0
+    min_distance: float = 0.6
+    max_stretch: float = 1.6
     cap: int = 20
     spacing_fs: float = 50.0
 
@@ -42,7 +50,14 @@ class ExplorationSettings:
             raise ValueError(
                 f"threshold must be > 0 eV/Å and stop_factor >= 1, got {self.threshold} and {self.stop_factor}"
             )
-        if self.ramp_ps < 0 or self.hold_ps <= 0 or self.timestep <= 0 or self.cap < 1 or self.spacing_fs < 0:
+        if (
+            self.ramp_ps < 0
+            or self.hold_ps <= 0
+            or self.timestep <= 0
+            or self.cap < 1
+            or self.spacing_fs < 0
+            or self.patience_fs < 0
+        ):
             raise ValueError("ramp_ps must be >= 0, hold_ps and timestep > 0, cap >= 1 and spacing_fs >= 0")
 
     @property
@@ -70,12 +85,14 @@ class Candidate:
 
 @dataclass
 class Exploration:
-    """What an exploration run found: ``stopped`` is True when a frame passed ``stop_factor * threshold``."""
+    """What an exploration run found: ``stopped`` when it ended early (above the upper level for the patience,
+    or ``broken``: the structure fell apart)."""
 
     steps: int
     max_uncertainty: float
     candidates: list[Candidate] = field(default_factory=list)
     stopped: bool = False
+    broken: bool = False  # ended because the structure broke apart (that frame is not a candidate)
 
     @property
     def below_threshold(self) -> bool:
@@ -102,7 +119,9 @@ def explore(
         friction=settings.friction / units.fs, fixcm=False, rng=np.random.default_rng(seed + 1),
     )  # fmt: skip
     peak, candidates = 0.0, []
-    step = 0
+    step, above_since = 0, None
+    bonds = covalent_bonds(atoms)
+    lengths = atoms.get_distances(bonds[:, 0], bonds[:, 1]) if len(bonds) else np.zeros(0)
 
     def current_uncertainty() -> float:
         value = largest_force_uncertainty(calculator)
@@ -115,18 +134,48 @@ def explore(
         dynamics.set_temperature(temperature_K=settings.thermostat_temperature(step))
         dynamics.run(1)
         value = current_uncertainty()
-        peak = max(peak, value)
         if on_step is not None:
             on_step(step, value)
+        if not intact(atoms, bonds, lengths, settings):
+            return Exploration(step, peak, candidates, stopped=True, broken=True)
+        peak = max(peak, value) if np.isfinite(value) else np.inf
         if value > settings.threshold or not np.isfinite(value):
             frame = atoms.copy()
             frame.calc = None
             frame.set_constraint()
             candidates.append(Candidate(step, step * settings.timestep, settings.thermostat_temperature(step),
                                         value, frame))  # fmt: skip
-        if not value <= settings.stop_factor * settings.threshold:
+        if value <= settings.stop_factor * settings.threshold:
+            above_since = None
+        elif above_since is None:
+            above_since = step
+        if above_since is not None and (step - above_since) * settings.timestep >= settings.patience_fs:
             return Exploration(step, peak, candidates, stopped=True)
     return Exploration(step, peak, candidates)
+
+
+def covalent_bonds(atoms: Atoms) -> np.ndarray:
+    """(B, 2) atom pairs closer than the sum of ASE's natural (covalent) radii x 1.2, each once."""
+    cutoffs = natural_cutoffs(atoms, mult=1.2)
+    neighbours = NeighborList(cutoffs, self_interaction=False, bothways=False, skin=0.0)
+    neighbours.update(atoms)
+    pairs = [(i, int(j)) for i in range(len(atoms)) for j in neighbours.get_neighbors(i)[0]]
+    return np.array(pairs, dtype=int).reshape(-1, 2)
+
+
+def intact(atoms: Atoms, bonds: np.ndarray, lengths: np.ndarray, settings: ExplorationSettings) -> bool:
+    """No two atoms closer than ``min_distance`` and no bond of the start beyond ``max_stretch`` its length."""
+    if not np.all(np.isfinite(atoms.positions)):
+        return False
+    if len(atoms) > 1:
+        distances = atoms.get_all_distances(mic=atoms.pbc.any())
+        if distances[np.triu_indices(len(atoms), 1)].min() < settings.min_distance:
+            return False
+    if len(bonds) and not atoms.pbc.any():
+        stretched = atoms.get_distances(bonds[:, 0], bonds[:, 1]) > settings.max_stretch * lengths
+        if np.any(stretched):
+            return False
+    return True
 
 
 def select_frames(candidates: list[Candidate], cap: int, spacing_fs: float) -> list[Candidate]:

@@ -176,15 +176,15 @@ class ActiveLearning:
         found = self._timed("md", explore, start, calculator, self.settings.exploration,
                             self.settings.seed + round, self.on_md_step)  # fmt: skip
         picked = select_frames(found.candidates, self.settings.exploration.cap, self.settings.exploration.spacing_fs)
-        frames = [_candidate_frame(candidate, round, found.stopped and candidate is found.candidates[-1])
-                  for candidate in picked]  # fmt: skip
+        last = found.candidates[-1] if found.stopped and not found.broken and found.candidates else None
+        frames = [_candidate_frame(candidate, round, candidate is last) for candidate in picked]
         temporary = path.with_suffix(".partial")
         temporary.write_text("")
         if frames:
             ase.io.write(temporary, frames, format="extxyz")
         temporary.replace(path)
         record.update(md_steps=found.steps, max_uncertainty=found.max_uncertainty, stopped=found.stopped,
-                      candidates=len(found.candidates), picked=len(picked),
+                      broken=found.broken, candidates=len(found.candidates), picked=len(picked),
                       below_threshold=found.below_threshold)  # fmt: skip
         self._save_state()
         return [(frame.info["key"], frame) for frame in frames]

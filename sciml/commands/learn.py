@@ -53,7 +53,9 @@ def parser() -> argparse.ArgumentParser:
     md.add_argument("--threshold", type=float, default=defaults.threshold,
                     help="eV/Å: largest per-atom force uncertainty above which a frame is labelled")  # fmt: skip
     md.add_argument("--stop-factor", type=float, default=defaults.stop_factor,
-                    help="a frame above stop-factor x threshold ends the exploration run")  # fmt: skip
+                    help="the run ends when above stop-factor x threshold for --patience-fs")  # fmt: skip
+    md.add_argument("--patience-fs", type=float, default=defaults.patience_fs,
+                    help="fs above the upper level before the run ends")  # fmt: skip
     md.add_argument("--cap", type=int, default=defaults.cap, help="frames labelled per round, at most")
     md.add_argument("--spacing-fs", type=float, default=defaults.spacing_fs, help="fs between picked frames, at least")
     loop = parser.add_argument_group("loop and training")
@@ -117,7 +119,7 @@ def main(args: list[str]) -> dict:
         sys.exit(f"sciml learn: {error}")
     exploration = ExplorationSettings(options.temperature, options.start_temperature, options.ramp_ps, options.hold_ps,
                                       options.timestep, options.friction, options.threshold, options.stop_factor,
-                                      options.cap, options.spacing_fs)  # fmt: skip
+                                      options.patience_fs, cap=options.cap, spacing_fs=options.spacing_fs)  # fmt: skip
     training = TrainingSettings(options.preset, options.uncertainty, options.committee_size, options.cutoff,
                                 options.epochs, options.epochs_per_round, options.final_epochs,
                                 options.batch_size, seed=options.seed)  # fmt: skip

@@ -23,16 +23,33 @@ def argon_trimer() -> Atoms:
     return Atoms("Ar3", positions=[[0, 0, 0], [3.8, 0, 0], [1.9, 3.3, 0]])
 
 
-def test_candidates_are_the_steps_above_the_threshold_and_the_run_stops_past_the_upper_level():
+def test_candidates_are_the_steps_above_the_threshold_and_the_run_ends_after_the_patience():
     settings = ExplorationSettings(temperature=50, start_temperature=10, ramp_ps=0.01, hold_ps=0.1, timestep=1.0,
-                                   threshold=0.1, stop_factor=3.0)  # fmt: skip
+                                   threshold=0.1, stop_factor=3.0, patience_fs=5.0)  # fmt: skip
     found = explore(argon_trimer(), RisingUncertainty(sigma=3.4, epsilon=0.0104), settings, seed=0)
-    # step k is the calculator's call k + 1 (the first call is the start), so sigma = 0.01 (k + 1)
-    assert [c.step for c in found.candidates] == list(range(10, 31))
-    assert found.stopped and found.steps == 30 and found.max_uncertainty == pytest.approx(0.31)
-    assert not found.below_threshold
+    # step k is the calculator's call k + 1 (the first call is the start), so sigma = 0.01 (k + 1): above 0.1
+    # from step 10, above the upper level 0.3 from step 30, and 5 fs later the run ends
+    assert [c.step for c in found.candidates] == list(range(10, 36))
+    assert found.stopped and not found.broken and found.steps == 35
+    assert found.max_uncertainty == pytest.approx(0.36) and not found.below_threshold
     assert found.candidates[0].temperature == pytest.approx(50.0)  # the ramp ended at step 10
     assert found.candidates[0].atoms.calc is None
+
+
+class PullApart(LennardJones):
+    """20 eV/Å pulling the two atoms of a dimer apart, and a small uncertainty."""
+
+    def calculate(self, *args, **kwargs):
+        super().calculate(*args, **kwargs)
+        self.results["forces"] = np.array([[-20.0, 0, 0], [20.0, 0, 0]])
+        self.results["forces_uncertainty"] = np.full(2, 0.05)
+
+
+def test_a_run_whose_molecule_breaks_ends_there_without_that_frame():
+    dimer = Atoms("C2", positions=[[0, 0, 0], [1.3, 0, 0]])  # bonded: 1.3 Å < 1.2 x (0.76 + 0.76)
+    found = explore(dimer, PullApart(), ExplorationSettings(ramp_ps=0.0, hold_ps=0.2, timestep=0.5, threshold=0.01))
+    assert found.stopped and found.broken and 5 < found.steps < 100
+    assert len(found.candidates) == found.steps - 1  # every frame before the break, not the broken one
 
 
 def test_a_run_below_the_threshold_counts_as_converged():
