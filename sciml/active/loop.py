@@ -5,7 +5,9 @@ round r >= 1 then
 
 1. trains on everything labelled so far (:func:`~sciml.active.training.train_round`), from round r - 1's
    weights;
-2. explores: ramped ML Langevin MD with that model (:func:`~sciml.active.exploration.explore`);
+2. explores: ramped ML Langevin MD with that model (:func:`~sciml.active.exploration.explore`); a run that
+   ends early (a young model soon leaves what it knows) is followed by new ones from the start with other
+   velocities until the round has ``cap`` frames or has used the steps of one full run;
 3. stops when the whole run stayed at or below the threshold (converged), else labels the frames
    :func:`~sciml.active.exploration.select_frames` picks, each with its round, uncertainty and reason
    (:class:`~sciml.active.store.LabelStore`), and goes on to round r + 1 (at most ``rounds``).
@@ -172,20 +174,27 @@ class ActiveLearning:
         from sciml.calculators import SciMLCalculator
 
         calculator = SciMLCalculator.from_checkpoint(checkpoint, uncertainty=True)
-        self.report(f"round {round}: exploring {self.settings.exploration.steps} MD steps")
-        found = self._timed("md", explore, start, calculator, self.settings.exploration,
-                            self.settings.seed + round, self.on_md_step)  # fmt: skip
-        picked = select_frames(found.candidates, self.settings.exploration.cap, self.settings.exploration.spacing_fs)
-        last = found.candidates[-1] if found.stopped and not found.broken and found.candidates else None
-        frames = [_candidate_frame(candidate, round, candidate is last) for candidate in picked]
+        settings = self.settings.exploration
+        self.report(f"round {round}: exploring (up to {settings.steps} MD steps)")
+        runs, frames = [], []
+        while True:  # runs that end early are followed by new ones (other velocities) until the cap or budget
+            seed = self.settings.seed + 1000 * round + len(runs)
+            found = self._timed("md", explore, start, calculator, settings, seed, self.on_md_step)
+            picked = select_frames(found.candidates, settings.cap - len(frames), settings.spacing_fs)
+            last = found.candidates[-1] if found.stopped and not found.broken and found.candidates else None
+            frames += [_candidate_frame(candidate, round, len(runs), candidate is last) for candidate in picked]
+            runs.append(found)
+            if not found.stopped or len(frames) >= settings.cap or sum(r.steps for r in runs) >= settings.steps:
+                break
         temporary = path.with_suffix(".partial")
         temporary.write_text("")
         if frames:
             ase.io.write(temporary, frames, format="extxyz")
         temporary.replace(path)
-        record.update(md_steps=found.steps, max_uncertainty=found.max_uncertainty, stopped=found.stopped,
-                      broken=found.broken, candidates=len(found.candidates), picked=len(picked),
-                      below_threshold=found.below_threshold)  # fmt: skip
+        record.update(md_steps=sum(r.steps for r in runs), runs=len(runs), max_uncertainty=max(r.max_uncertainty
+                      for r in runs), stopped=sum(r.stopped for r in runs), broken=sum(r.broken for r in runs),
+                      candidates=sum(len(r.candidates) for r in runs), picked=len(frames),
+                      below_threshold=len(runs) == 1 and runs[0].below_threshold)  # fmt: skip
         self._save_state()
         return [(frame.info["key"], frame) for frame in frames]
 
@@ -237,11 +246,13 @@ def labelled_copy(frame: Atoms, index: int) -> Atoms:
     return copy
 
 
-def _candidate_frame(candidate: Candidate, round: int, stopped_run: bool) -> Atoms:
+def _candidate_frame(candidate: Candidate, round: int, run: int, stopped_run: bool) -> Atoms:
     frame = candidate.atoms.copy()
     reason = (f"force uncertainty {candidate.uncertainty:.3f} eV/Å above the threshold at "
-              f"{candidate.temperature:.0f} K, MD step {candidate.step}")  # fmt: skip
+              f"{candidate.temperature:.0f} K, MD run {run} step {candidate.step}")  # fmt: skip
     if stopped_run:
         reason += " (stopped the run)"
-    frame.info.update(key=f"round{round}-step{candidate.step}", uncertainty=candidate.uncertainty, reason=reason)
+    frame.info.update(
+        key=f"round{round}-run{run}-step{candidate.step}", uncertainty=candidate.uncertainty, reason=reason
+    )
     return frame

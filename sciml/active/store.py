@@ -1,7 +1,7 @@
 """``LabelStore``: every frame active learning sent to the oracle, labelled or failed, in two extxyz files.
 
 - ``labelled.extxyz``: the oracle's energy (eV) and forces (eV/Å) with, in each frame's info, ``key`` (which
-  candidate it was: ``seed-3``, ``round2-step1840``), ``round``, ``uncertainty`` (the model's largest per-atom
+  candidate it was: ``seed-3``, ``round2-run0-step1840``), ``round``, ``uncertainty`` (the model's largest per-atom
   force uncertainty when it was picked, eV/Å; NaN for seed frames), ``reason`` and ``oracle``;
 - ``failed.extxyz``: the frames the oracle could not label, with the same fields and ``error``.
 

@@ -57,7 +57,7 @@ def test_the_loop_labels_each_round_and_resumes_without_relabelling_or_retrainin
     assert oracle.calls == len(labelled) == 8 + 3 + 3
     assert [frame.info["round"] for frame in labelled] == [0] * 8 + [1] * 3 + [2] * 3
     picked = labelled[8]
-    assert picked.info["key"].startswith("round1-step") and picked.info["uncertainty"] > 1e-4
+    assert picked.info["key"].startswith("round1-run0-step") and picked.info["uncertainty"] > 1e-4
     assert "above the threshold" in picked.info["reason"] and picked.info["oracle"] == "GFN2-xTB"
     state = json.loads((tmp_path / "state.json").read_text())
     assert not state["converged"] and [r["picked"] for r in state["rounds"]] == [3, 3]
