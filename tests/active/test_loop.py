@@ -133,3 +133,25 @@ def test_an_unreadable_structure_is_an_error_naming_the_file(tmp_path):
     broken.write_text("not a structure\n")
     with pytest.raises(ValueError, match=f"cannot read a structure from '{broken}'"):
         learn.main(["--structure", str(broken), "--directory", str(tmp_path / "run")])
+
+
+def test_a_round_whose_runs_end_early_starts_new_ones_until_the_cap(tmp_path, monkeypatch):
+    from sciml.active import Candidate, Exploration, loop
+
+    calls = []
+
+    def short_run(start, calculator, settings, seed, on_step):  # every run ends at step 20 with one candidate
+        calls.append(seed)
+        frame = start.copy()
+        frame.positions += 0.01 * len(calls)
+        return Exploration(20, 1.0, [Candidate(20, 10.0, 300.0, 1.0, frame)], stopped=True)
+
+    monkeypatch.setattr(loop, "explore", short_run)
+    settings = tiny_settings(rounds=1)
+    settings.exploration.cap, settings.exploration.hold_ps = 4, 1.0  # a budget of 2020 steps
+    ActiveLearning(tmp_path, CountingOracle(), settings, report=lambda line: None).run(WATER)
+    state = json.loads((tmp_path / "state.json").read_text())["rounds"][0]
+    assert len(calls) == len(set(calls)) == 4  # four runs, each with its own seed, one pick each
+    assert state["runs"] == 4 and state["picked"] == 4 and state["md_steps"] == 80
+    keys = [frame.info["key"] for frame in ase.io.read(tmp_path / "labelled.extxyz", index="8:")]
+    assert keys == [f"round1-run{r}-step20" for r in range(4)]
