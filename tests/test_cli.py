@@ -13,7 +13,8 @@ from sciml.cli import run
 
 ROOT = Path(__file__).resolve().parents[1]
 PRESETS = sorted((ROOT / "configs/e2former/presets").glob("*.yaml"))  # model fragments, not whole configs
-CONFIGS = sorted(set((ROOT / "configs").rglob("*.yaml")) - set(PRESETS))
+LEARN = sorted((ROOT / "configs/learn").glob("*.yaml"))  # `sciml learn` options: tests/active/test_loop.py
+CONFIGS = sorted(set((ROOT / "configs").rglob("*.yaml")) - set(PRESETS) - set(LEARN))
 TINY = [
     "--trainer.max_epochs=1",
     "--trainer.limit_train_batches=3",
