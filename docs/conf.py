@@ -46,6 +46,7 @@ nitpick_ignore_regex = [
     (r"py:.*", r"(Tensor|Path|Atoms|Callable|Iterable|Iterator|Sequence|Mapping|Module|Optimizer|Batch|Data)"),
     (r"py:.*", r"(optional|default|callable|array_like|ndarray|\.\.\.)"),
     (r"py:class", r"(OptimizerCallable|LRSchedulerCallable|LightningDataModule|LightningModule|Callback|Paths)"),
+    (r"py:class", r"(Calculator|Observable)"),  # ASE's calculator base; sciml.koopman.estimator's type alias
 ]
 
 html_theme = "furo"

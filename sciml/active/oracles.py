@@ -4,7 +4,7 @@ Built in: GFN2-xTB through tblite (:func:`gfn2_xtb`, the default: milliseconds p
 tens of atoms) and Kohn-Sham DFT through PySCF (:func:`pyscf_dft`, e.g. PBE/def2-SVP). Both install with
 ``pip install 'sciml[oracle]'``; without them the error says so.
 
-:meth:`Oracle.label` returns a copy of the frame with energy (eV) and forces (eV/Å) as a single-point
+:meth:`~sciml.active.Oracle.label` returns a copy of the frame with energy (eV) and forces (eV/Å) as a single-point
 result, or raises :class:`OracleFailure` (an exception in the calculator, an SCF that did not converge,
 non-finite results), which the loop records and skips.
 """
@@ -127,7 +127,7 @@ ORACLES: dict[str, Callable[[], Oracle]] = {"gfn2-xtb": gfn2_xtb, "pyscf": pyscf
 
 
 def oracle_by_name(name: str, **options) -> Oracle:
-    """One of :data:`ORACLES` (``"gfn2-xtb"``, ``"pyscf"``) built with ``options``."""
+    """One of the built-in oracles in ``ORACLES`` (``"gfn2-xtb"``, ``"pyscf"``) built with ``options``."""
     if name not in ORACLES:
         raise ValueError(f"unknown oracle '{name}'; choose one of {sorted(ORACLES)}")
     return ORACLES[name](**options)

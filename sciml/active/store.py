@@ -34,7 +34,7 @@ class LabelStore:
 
     @property
     def keys(self) -> set[str]:
-        """Keys of every frame sent to the oracle (labelled or failed): never sent again on resuming."""
+        """The keys of every frame sent to the oracle, labelled or failed; none is sent again on resuming."""
         return {frame.info["key"] for frame in (*self.labelled, *self.failed)}
 
     def add(self, labelled: Atoms, key: str, round: int, uncertainty: float, reason: str, oracle: str) -> None:

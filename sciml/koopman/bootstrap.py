@@ -75,7 +75,7 @@ class TrajectoryFeatures:
 
     @property
     def count(self) -> int:
-        """The resampled units: trajectories, or blocks of them."""
+        """The number of resampled units (trajectories, or blocks of them)."""
         return len(self.pieces)
 
     def moments(self, lag: int, counts: np.ndarray | None = None) -> Moments:

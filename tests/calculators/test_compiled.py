@@ -91,6 +91,7 @@ def test_compiled_layers_match_eager_without_recompiling(static_shapes):
     assert (model._image_capacity is not None) == static_shapes
 
 
+@pytest.mark.slow  # 80 s on 2 cores (inductor's C++ compile); the compiled graphs are checked above
 def test_inductor_compiled_calculator_matches_eager():
     """``SciMLCalculator(compile=True)``: generated C++ for the layers (about 30 s to compile here)."""
     atoms = systems()[0]
