@@ -129,6 +129,7 @@ COMMANDS = {
     "kinetics": "sciml.commands.kinetics",
     "learn": "sciml.commands.learn",
     "md": "sciml.commands.md",
+    "pipeline": "sciml.commands.pipeline",
     "serve": "sciml.commands.serve",
 }
 

@@ -31,6 +31,12 @@ def parser() -> argparse.ArgumentParser:
     add("--k", type=int, default=6, help="singular functions, the constant included")
     add("--epochs", type=int, default=20)
     add("--batch-size", type=int, default=256, help="pairs per training batch")
+    add(
+        "--atoms",
+        default="heavy",
+        nargs="+",
+        help="atoms of the distance encoder: heavy, heavy+polar-h (adds the H of OH, NH, SH rotors) or indices",
+    )
     add("--cutoff", type=float, default=5.0, help="Å (graphs of the molecular encoder)")
     add("--samples", type=int, default=200, help="bootstrap samples")
     add("--microstates", type=int, default=50, help="k-means centres of the MSM under PCCA+")
@@ -38,17 +44,33 @@ def parser() -> argparse.ArgumentParser:
     return parser
 
 
+def atom_selection(values: str | list[str]) -> str | list[int]:
+    """``--atoms``: a selection name or atom indices."""
+    values = [values] if isinstance(values, str) else values
+    if len(values) == 1 and not values[0].isdigit():
+        return values[0]
+    try:
+        return [int(value) for value in values]
+    except ValueError:
+        raise SystemExit(f"--atoms takes one selection name or atom indices, got {values}") from None
+
+
+def kinetics_arguments(options: argparse.Namespace) -> dict:
+    """Keyword arguments of :func:`~sciml.training.kinetics.molecular_kinetics` from the parsed options."""
+    return dict(
+        paths=options.paths, out=options.out, time_step=options.time_step, lag=options.lag, lags=options.lags,
+        n_states=options.states, checkpoint=options.checkpoint, encoder=options.encoder, k=options.k,
+        epochs=options.epochs, batch_size=options.batch_size, cutoff=options.cutoff, samples=options.samples,
+        microstates=options.microstates, seed=options.seed, atoms=atom_selection(options.atoms),
+    )  # fmt: skip
+
+
 def main(args: list[str]) -> dict:
     options = parser().parse_args(args)
     try:
         from sciml.training.kinetics import molecular_kinetics
 
-        numbers = molecular_kinetics(
-            options.paths, options.out, options.time_step, options.lag, options.lags, options.states,
-            options.checkpoint, options.encoder, options.k, options.epochs, options.batch_size, options.cutoff,
-            options.samples,
-            options.microstates, options.seed,
-        )  # fmt: skip
+        numbers = molecular_kinetics(**kinetics_arguments(options))
     except ImportError as error:
         raise SystemExit(f"sciml kinetics: {error}") from error
     timescale = numbers["timescales"]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
@@ -28,6 +29,12 @@ from sciml.active.training import UNCERTAINTIES, TrainingSettings
 
 def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sciml learn", description=__doc__.split("\n\n")[0])
+    add_learning_arguments(parser)
+    return parser
+
+
+def add_learning_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``sciml learn`` (also those of ``sciml pipeline``'s first stage)."""
     add = parser.add_argument
     add("--config", help="YAML file of options (keys: option names with underscores)")
     start = parser.add_argument_group("start (one of)")
@@ -77,19 +84,18 @@ def parser() -> argparse.ArgumentParser:
     add_loop("--batch-size", type=int, default=training.batch_size)
     add_loop("--cutoff", type=float, default=training.cutoff, help="Å")
     add("--no-progress", action="store_true", help="no MD progress bar")
-    return parser
 
 
-def parse(args: list[str]) -> argparse.Namespace:
-    """Options from ``--config`` (if any), then the command line."""
-    first = parser()
+def parse(args: list[str], build: Callable[[], argparse.ArgumentParser] = parser) -> argparse.Namespace:
+    """Options from ``--config`` (if any), then the command line, of the parser ``build()`` makes."""
+    first = build()
     known, _ = first.parse_known_args(args)
     if known.config:
         values = yaml.safe_load(Path(known.config).read_text()) or {}
         options = {action.dest for action in first._actions}
         unknown = sorted(set(values) - options)
         if unknown:
-            raise SystemExit(f"sciml learn: {known.config}: unknown options {unknown}")
+            raise SystemExit(f"{first.prog}: {known.config}: unknown options {unknown}")
         first.set_defaults(**values)
     options = first.parse_args(args)
     if sum(value is not None for value in (options.smiles, options.structure, options.dataset)) != 1:
@@ -99,6 +105,17 @@ def parse(args: list[str]) -> argparse.Namespace:
 
 def main(args: list[str]) -> dict:
     options = parse(args)
+    loop, start, dataset, bar = learning_loop(options)
+    loop.run(start, dataset)
+    bar.close()
+    summary = loop.summary()
+    (Path(options.directory) / "summary.json").write_text(json.dumps(summary, indent=1))
+    return summary
+
+
+def learning_loop(options: argparse.Namespace, directory: str | Path | None = None) -> tuple:
+    """``(ActiveLearning, start structure, dataset or None, progress bar)`` from the parsed options; the loop runs
+    in ``directory`` (default ``options.directory``)."""
     try:
         from sciml.active import ActiveLearning, oracle_by_name
         from sciml.active.structures import molecule_from_smiles, read_structure
@@ -116,7 +133,7 @@ def main(args: list[str]) -> dict:
             dataset, source = ase.io.read(options.dataset, index=":"), f"dataset:{options.dataset}"
             start = read_structure(options.dataset, 0)
     except ImportError as error:
-        sys.exit(f"sciml learn: {error}")
+        sys.exit(f"sciml: {error}")
     exploration = ExplorationSettings(options.temperature, options.start_temperature, options.ramp_ps, options.hold_ps,
                                       options.timestep, options.friction, options.threshold, options.stop_factor,
                                       options.patience_fs, cap=options.cap, spacing_fs=options.spacing_fs)  # fmt: skip
@@ -134,9 +151,5 @@ def main(args: list[str]) -> dict:
         if step % 20 == 0:
             bar.set_postfix_str(f"σ_F,max {uncertainty:.3f} eV/Å")
 
-    loop = ActiveLearning(options.directory, oracle, settings, report=tqdm.write, on_md_step=on_md_step)
-    loop.run(start, dataset)
-    bar.close()
-    summary = loop.summary()
-    (Path(options.directory) / "summary.json").write_text(json.dumps(summary, indent=1))
-    return summary
+    loop = ActiveLearning(directory or options.directory, oracle, settings, report=tqdm.write, on_md_step=on_md_step)
+    return loop, start, dataset, bar

@@ -1,6 +1,6 @@
 """Koopman singular functions: pure losses, thin loss modules, encoders and the post-training estimator."""
 
-from sciml.koopman.distances import DistanceEncoder, heavy_atoms
+from sciml.koopman.distances import DistanceEncoder, heavy_atoms, select_atoms
 from sciml.koopman.encoders import MLPEncoder, SinusoidalFeatures
 from sciml.koopman.estimator import KoopmanEstimator
 from sciml.koopman.losses import DPNetLoss, LoRALoss, VAMPLoss
@@ -16,4 +16,5 @@ __all__ = [
     "SinusoidalFeatures",
     "VAMPLoss",
     "heavy_atoms",
+    "select_atoms",
 ]

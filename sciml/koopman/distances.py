@@ -57,3 +57,34 @@ class DistanceEncoder(nn.Module):
 def heavy_atoms(numbers) -> list[int]:
     """Indices of the atoms that are not hydrogen, in order (``numbers``: atomic numbers of one frame)."""
     return [i for i, z in enumerate(torch.as_tensor(numbers).tolist()) if z > 1]
+
+
+#: Elements whose bonded hydrogens :func:`polar_hydrogens` counts: N, O, S.
+POLAR_ELEMENTS = (7, 8, 16)
+#: The atom selections :func:`select_atoms` knows.
+ATOM_SELECTIONS = ("heavy", "heavy+polar-h")
+
+
+def polar_hydrogens(numbers, positions, bond: float = 1.3) -> list[int]:
+    """Indices of the hydrogens within ``bond`` Å of an N, O or S atom in one frame (``positions`` (N, 3) Å):
+    the hydrogens of OH, NH and SH rotors, whose turns are conformational changes (a methyl group's are not)."""
+    numbers, positions = torch.as_tensor(numbers), torch.as_tensor(positions, dtype=torch.float64)
+    polar = torch.isin(numbers, torch.tensor(POLAR_ELEMENTS))
+    hydrogens = (numbers == 1).nonzero().flatten()
+    if not bool(polar.any()) or not len(hydrogens):
+        return []
+    distances = torch.cdist(positions[hydrogens], positions[polar])
+    return hydrogens[(distances < bond).any(dim=1)].tolist()
+
+
+def select_atoms(numbers, positions, selection: str | list[int]) -> list[int]:
+    """The atoms of a ``DistanceEncoder`` in one frame: ``"heavy"`` (every atom but hydrogen), ``"heavy+polar-h"``
+    (those and the hydrogens bonded to N, O or S: a hydroxyl rotor's turn is then visible) or a list of indices."""
+    if not isinstance(selection, str):
+        return [int(i) for i in selection]
+    if selection not in ATOM_SELECTIONS:
+        raise ValueError(f"unknown atom selection '{selection}'; choose one of {ATOM_SELECTIONS} or give indices")
+    chosen = heavy_atoms(numbers)
+    if selection == "heavy+polar-h":
+        chosen = sorted(chosen + polar_hydrogens(numbers, positions))
+    return chosen

@@ -47,6 +47,7 @@ def molecular_kinetics(
     samples: int = 200,
     microstates: int = 50,
     seed: int = 0,
+    atoms: str | Sequence[int] = "heavy",
 ) -> dict:
     """The kinetics report of the trajectories under ``paths`` in ``out`` (module docstring).
 
@@ -56,6 +57,8 @@ def molecular_kinetics(
         checkpoint: a trained ``KoopmanModule`` checkpoint; without one, ``encoder`` (``"distances"`` or
             ``"molecular"``) with ``k`` functions (the constant included) trains for ``epochs`` (``batch_size``
             pairs per batch).
+        atoms: the distance encoder's atoms: ``"heavy"``, ``"heavy+polar-h"`` or indices
+            (:func:`~sciml.koopman.distances.select_atoms`).
     """
     trajectories = read_trajectories(paths)
     time_step = time_step if time_step is not None else frame_interval_ps(trajectories)
@@ -66,7 +69,8 @@ def molecular_kinetics(
     else:
         files = [t.source for t in trajectories]
         estimator = fit_koopman(files, lagtime=lag, k=k, encoder=encoder, epochs=epochs, batch_size=batch_size,
-                                cutoff=cutoff, seed=seed, share_encoders=True)  # fmt: skip
+                                cutoff=cutoff, seed=seed, share_encoders=True,
+                                encoder_options={"atoms": atoms} if encoder == "distances" else None)  # fmt: skip
         chunks = [trajectory_graphs(t, cutoff) for t in trajectories]
     numbers = kinetics_report(estimator, chunks, lags, time_step, n_states, out, "ps", samples=samples,
                               microstates=microstates, seed=seed)  # fmt: skip

@@ -21,7 +21,7 @@ import lightning as L
 import torch
 
 from sciml.data import ArrayDataModule, AtomsDataModule
-from sciml.koopman import DistanceEncoder, KoopmanEstimator, LoRALoss, MLPEncoder, MolecularEncoder, heavy_atoms
+from sciml.koopman import DistanceEncoder, KoopmanEstimator, LoRALoss, MLPEncoder, MolecularEncoder, select_atoms
 from sciml.training.koopman_module import KoopmanModule
 
 ENCODERS = ("mlp", "molecular", "distances")
@@ -49,7 +49,8 @@ def fit_koopman(
             80/10/10 without crossing trajectories), or the path(s) of ASE trajectory files (.traj, extxyz).
         encoder: ``"mlp"`` (states; default for arrays: MLP 64-64), ``"molecular"`` (atom positions: the
             E2Former backbone, invariant; default for files) or ``"distances"`` (an MLP on the inverse
-            distances between the heavy atoms of the first frame; frames of one molecule).
+            distances between the atoms ``encoder_options["atoms"]`` picks in the first frame, default the heavy
+            atoms: see :func:`~sciml.koopman.distances.select_atoms`; frames of one molecule).
         epochs: training epochs.
         batch_size: pairs per batch (default 256 for arrays, 32 for files).
         lr: Adam's learning rate.
@@ -80,7 +81,9 @@ def fit_koopman(
     if encoder == "molecular":
         network = MolecularEncoder(module_data.species, module_data.cutoff, k - 1, **options)
     elif encoder == "distances":
-        network = DistanceEncoder(heavy_atoms(ase.io.read(paths[0], index=0).numbers), k - 1, **options)
+        first = ase.io.read(paths[0], index=0)
+        atoms = select_atoms(first.numbers, first.positions, options.pop("atoms", "heavy"))
+        network = DistanceEncoder(atoms, k - 1, **options)
     else:
         if files:
             raise ValueError("the mlp encoder needs state arrays; for trajectory files use encoder='molecular'")

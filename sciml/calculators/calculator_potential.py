@@ -1,0 +1,94 @@
+"""``CalculatorPotential``: any ASE calculator (a reference method such as GFN2-xTB) as the potential of the
+replica driver (:func:`~sciml.calculators.replica_md.run_replicas`), so that the reference method's own MD
+runs with the same integrator, thermostat, noise and trajectory files as a trained potential's.
+
+The R replicas are evaluated one structure at a time (an ASE calculator takes one), split over ``workers``
+processes (forked; each builds its own calculator once and keeps it, and runs one OpenMP thread).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable
+
+import numpy as np
+import torch
+from ase import Atoms
+from ase.calculators.calculator import Calculator
+
+_worker: dict = {}
+
+
+class CalculatorPotential:
+    """``potential(positions)`` with positions (R, N, 3) Å returns ``(energy (R,) eV, forces (R, N, 3) eV/Å)``
+    (float64) from a calculator ``factory()`` (called once per worker) on copies of ``start`` (numbers, cell,
+    pbc). ``workers`` > 1 evaluates the replicas in that many forked processes; call :meth:`close` (or use
+    ``with``) to end them. A calculator that fails raises ``RuntimeError`` naming the replica."""
+
+    def __init__(self, factory: Callable[[], Calculator], start: Atoms, workers: int = 1) -> None:
+        if workers < 1:
+            raise ValueError(f"workers must be >= 1, got {workers}")
+        self.start = start.copy()
+        self.start.calc = None
+        self.workers = workers
+        self.calls = 0
+        if workers == 1:
+            _initialise(factory, self.start)
+            self.pool = None
+        else:
+            context = multiprocessing.get_context("fork")
+            self.pool = context.Pool(workers, initializer=_initialise, initargs=(factory, self.start, 1))
+
+    def __call__(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        array = positions.detach().cpu().double().numpy()
+        if array.shape[1:] != (len(self.start), 3):
+            raise ValueError(f"positions hold {array.shape[1]} atoms per replica, the system has {len(self.start)}")
+        jobs = [(r, array[r]) for r in range(len(array))]
+        results = [_evaluate(job) for job in jobs] if self.pool is None else self.pool.map(_evaluate, jobs)
+        self.calls += len(jobs)
+        energy = torch.tensor([e for e, _ in results], dtype=torch.float64, device=positions.device)
+        forces = torch.tensor(np.stack([f for _, f in results]), dtype=torch.float64, device=positions.device)
+        return energy, forces
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+            self.pool.join()
+            self.pool = None
+
+    def __enter__(self) -> CalculatorPotential:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _initialise(factory: Callable[[], Calculator], start: Atoms, threads: int | None = None) -> None:
+    if threads is not None:  # a forked worker: its OpenMP and BLAS pools (already loaded) limited to `threads`
+        os.environ["OMP_NUM_THREADS"] = str(threads)
+        torch.set_num_threads(threads)
+        try:
+            from threadpoolctl import threadpool_limits
+        except ImportError:
+            pass
+        else:
+            threadpool_limits(threads)
+    atoms = start.copy()
+    atoms.calc = factory()
+    _worker["atoms"] = atoms
+
+
+def _evaluate(job: tuple[int, np.ndarray]) -> tuple[float, np.ndarray]:
+    replica, positions = job
+    atoms = _worker["atoms"]
+    atoms.positions = positions
+    try:
+        energy = float(atoms.get_potential_energy())
+        forces = np.array(atoms.get_forces(), dtype=float)
+    except Exception as error:
+        raise RuntimeError(f"the reference calculator failed on replica {replica}: {type(error).__name__}: "
+                           f"{error}") from error  # fmt: skip
+    if not np.isfinite(energy) or not np.all(np.isfinite(forces)):
+        raise RuntimeError(f"the reference calculator returned non-finite results on replica {replica}")
+    return energy, forces

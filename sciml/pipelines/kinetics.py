@@ -1,0 +1,171 @@
+"""From a structure to its kinetics in one run (what ``sciml pipeline`` does), and the sampling stage that a
+reference method's MD shares with it.
+
+Stages, each in its own folder of the run directory and each resumed where it stopped:
+
+1. ``learn/``: a potential from on-the-fly learning (:class:`~sciml.active.ActiveLearning`: a SMILES string, a
+   structure or a labelled dataset and an oracle; a given dataset with ``rounds=0`` trains on it alone);
+2. ``md/``: R replicas of Langevin MD with that potential (:func:`sample_replicas`; one batched model call per
+   step), the first ``equilibration_ps`` dropped from the copies in ``production/``;
+3. ``kinetics/``: the report of :func:`~sciml.training.kinetics.molecular_kinetics` on ``production/``
+   (timescales, CK test, states, populations and MFPTs with bootstrap intervals).
+
+``pipeline.json`` holds the wall time of each stage (seconds, summed over resumed runs) and the headline numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import ase.io
+from ase import Atoms
+
+from sciml.calculators.replica_md import Potential, ReplicaSettings, run_replicas
+from sciml.data.files import read_complete_frames
+
+
+@dataclass
+class SamplingSettings:
+    """R ``replicas`` of Langevin MD at ``temperature`` K: ``equilibration_ps`` then ``production_ps`` each
+    (``timestep`` fs, ``friction`` 1/fs), a frame every ``interval`` steps."""
+
+    replicas: int = 32
+    production_ps: float = 20.0
+    equilibration_ps: float = 5.0
+    temperature: float = 300.0
+    timestep: float = 1.0
+    friction: float = 0.001
+    interval: int = 10
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.replicas < 1 or self.production_ps <= 0 or self.equilibration_ps < 0:
+            raise ValueError("replicas must be >= 1, production_ps > 0 and equilibration_ps >= 0")
+
+    @property
+    def steps(self) -> int:
+        """Steps of each replica, equilibration included."""
+        return round((self.equilibration_ps + self.production_ps) * 1000 / self.timestep)
+
+
+def sample_replicas(
+    potential: Potential,
+    start: Atoms,
+    settings: SamplingSettings,
+    directory: str | Path,
+    on_record: Callable[[dict], None] | None = None,
+) -> Path:
+    """Run (or finish) the replicas of ``settings`` from ``start`` with ``potential`` (positions (R, N, 3) Å ->
+    energy (R,) eV, forces (R, N, 3) eV/Å: a trained model's :class:`~sciml.calculators.replicas.BatchedPotential`
+    or a reference method's :class:`~sciml.calculators.calculator_potential.CalculatorPotential`) in
+    ``<directory>/md``, and write the production frames (time >= ``equilibration_ps``) to
+    ``<directory>/production``; returns that folder. A run stopped part way continues from its last common frame.
+    """
+    directory = Path(directory)
+    md, production = directory / "md", directory / "production"
+    paths = [md / f"replica_{r:03d}.extxyz" for r in range(settings.replicas)]
+    done = _common_step(paths)
+    replica_settings = ReplicaSettings("langevin", settings.timestep, settings.steps - (done or 0),
+                                       settings.temperature, settings.friction, settings.interval,
+                                       settings.seed)  # fmt: skip
+    if done is None or done < settings.steps:
+        run_replicas(potential, start, settings.replicas, replica_settings, md, done is not None, on_record)
+    production.mkdir(parents=True, exist_ok=True)
+    first = settings.equilibration_ps * 1000
+    for path in paths:
+        frames = [f for f in read_complete_frames(path) if float(f.info["time_fs"]) >= first - 1e-9]
+        temporary = production / (path.name + ".partial")
+        ase.io.write(temporary, frames, format="extxyz")
+        temporary.replace(production / path.name)
+    return production
+
+
+def _common_step(paths: list[Path]) -> int | None:
+    """The last step every replica file holds; ``None`` when no file holds a frame yet."""
+    if not all(path.exists() and path.stat().st_size for path in paths):
+        if any(path.exists() and path.stat().st_size for path in paths):
+            raise FileNotFoundError(f"'{paths[0].parent}' holds trajectories of fewer replicas than asked for")
+        return None
+    frames = [read_complete_frames(path) for path in paths]
+    if not all(frames):
+        return None
+    return min(int(kept[-1].info["step"]) for kept in frames)
+
+
+class Stopwatch:
+    """Seconds per stage, summed over resumed runs, kept in ``path`` (JSON) with any other figures."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.record = json.loads(self.path.read_text()) if self.path.exists() else {"seconds": {}}
+
+    def time(self, stage: str, function, *args, **kwargs):
+        begin = time.perf_counter()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            self.record["seconds"][stage] = self.record["seconds"].get(stage, 0.0) + time.perf_counter() - begin
+            self.save()
+
+    def save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = self.path.with_suffix(".partial")
+        temporary.write_text(json.dumps(self.record, indent=1, default=str))
+        temporary.replace(self.path)
+
+
+def structure_to_kinetics(
+    directory: str | Path,
+    loop,
+    start: Atoms,
+    dataset: list[Atoms] | None,
+    sampling: SamplingSettings,
+    kinetics: dict | None = None,
+    dtype: str = "float32",
+    device: str = "cpu",
+    report: Callable[[str], None] = print,
+    on_record: Callable[[dict], None] | None = None,
+) -> dict:
+    """The three stages of the module docstring in ``directory``.
+
+    Args:
+        loop: an :class:`~sciml.active.ActiveLearning` in ``<directory>/learn`` (its oracle and settings).
+        start: the MD start structure; ``dataset``: labelled frames for the seed set (or ``None``).
+        kinetics: keyword arguments of :func:`~sciml.training.kinetics.molecular_kinetics` (lag, n_states, atoms, ...).
+        dtype, device: of the potential in the sampling stage.
+
+    Returns:
+        ``pipeline.json``'s record: ``seconds`` per stage, ``model``, ``production``, ``report`` (the kinetics
+        numbers), ``sampling`` (the settings) and ``replica_steps_per_s``.
+    """
+    from sciml.calculators import load_model
+    from sciml.calculators.replicas import BatchedPotential
+    from sciml.training.kinetics import molecular_kinetics
+
+    directory = Path(directory)
+    watch = Stopwatch(directory / "pipeline.json")
+    model = watch.time("learn", loop.run, start, dataset)
+    report(f"stage 1 of 3: potential {model} ({watch.record['seconds']['learn']:.0f} s)")
+    potential = BatchedPotential(load_model(model, device), start.numbers, start.cell[:], start.pbc, device=device,
+                                 dtype=dtype)  # fmt: skip
+    speeds: list[float] = []
+
+    def record(state: dict) -> None:
+        speeds.append(state["replica_steps_per_s"])
+        if on_record is not None:
+            on_record(state)
+
+    production = watch.time("sample", sample_replicas, potential, start, sampling, directory, record)
+    if speeds:
+        watch.record["replica_steps_per_s"] = speeds[-1]
+    report(f"stage 2 of 3: {sampling.replicas} replicas x {sampling.production_ps} ps in {production} "
+           f"({watch.record['seconds']['sample']:.0f} s)")  # fmt: skip
+    numbers = watch.time("kinetics", molecular_kinetics, production, directory / "kinetics", **(kinetics or {}))
+    watch.record.update(model=str(model), production=str(production), sampling=asdict(sampling), report=numbers)
+    watch.save()
+    report(f"stage 3 of 3: report in {directory / 'kinetics'} ({watch.record['seconds']['kinetics']:.0f} s)")
+    return watch.record
