@@ -30,6 +30,7 @@ SECTIONS = {  # page -> (title, what it holds)
     "calculators": ("sciml.calculators", "ASE calculator and molecular dynamics"),
     "interfaces": ("sciml.interfaces", "Interfaces to LAMMPS and metatomic"),
     "active": ("sciml.active", "Active learning: oracles, the label store, exploration, the loop"),
+    "pipelines": ("sciml.pipelines", "Pipelines: from a structure to its kinetics"),
     "testing": ("sciml.testing", "Testing helpers for energy models"),
     "cli": ("sciml.cli", "The sciml command"),
 }

@@ -46,6 +46,7 @@ from sciml.calculators.replica_md import ReplicaSettings, run_replicas
 from sciml.calculators.replicas import BatchedPotential
 from sciml.commands import pipeline
 from sciml.pipelines import SamplingSettings, sample_replicas
+from sciml.pipelines.kinetics import Stopwatch
 from sciml.training.kinetics import molecular_kinetics
 
 SMILES = "CCO"
@@ -152,10 +153,11 @@ def main() -> None:
     kinetics = {"lag": args.lag, "n_states": 2, "atoms": "heavy+polar-h", "k": 4, "epochs": args.koopman_epochs,
                 "samples": 20 if args.smoke else 200, "microstates": 10 if args.smoke else 50}  # fmt: skip
 
-    begin = time.perf_counter()
+    watch = Stopwatch(work / "reference" / "seconds.json")  # summed over resumed runs
     with CalculatorPotential(gfn2_xtb().factory, start, workers=args.workers) as reference_potential:
-        reference_production = sample_replicas(reference_potential, start, sampling, work / "reference")
-    reference_seconds = time.perf_counter() - begin
+        reference_production = watch.time("sample", sample_replicas, reference_potential, start, sampling,
+                                          work / "reference")  # fmt: skip
+    reference_seconds = watch.record["seconds"]["sample"]
     begin = time.perf_counter()
     reference = molecular_kinetics(reference_production, work / "reference" / "kinetics", **kinetics)
     reference_kinetics_seconds = time.perf_counter() - begin

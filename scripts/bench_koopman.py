@@ -152,8 +152,9 @@ def worst_median(results: dict, key: str, system: str, setting: tuple, k: int, w
     return worst(medians) if medians else float("nan")
 
 
-def alanine_rows(epochs: int) -> dict[str, dict[str, float]]:
-    """The alanine-dipeptide comparison (see ``_koopman_alanine.py``), printed as it goes."""
+def alanine_rows(epochs: int, kinds: tuple[str, ...] = ("distances", "e2former")) -> dict[str, dict[str, float]]:
+    """The alanine-dipeptide comparison (see ``_koopman_alanine.py``) of the encoders ``kinds``, printed as it
+    goes."""
     import _koopman_alanine as alanine
 
     phi, psi = alanine.dihedrals()
@@ -166,7 +167,7 @@ def alanine_rows(epochs: int) -> dict[str, dict[str, float]]:
         f"\nalanine dipeptide, lag {alanine.LAG} frames ({alanine.LAG * alanine.FRAME_PS:g} ps); "
         f"deeptime MSM (100 k-means states on phi, psi, training frames): slowest timescale {msm_ps:.1f} ps:"
     )
-    for kind in ("distances", "e2former"):
+    for kind in kinds:
         estimator, data, seconds = alanine.train(kind, epochs)
         rows[kind] = {**alanine.evaluate(estimator, data, phi, msm_ps), "seconds": seconds}
     print(
@@ -257,7 +258,8 @@ def benchmark(args) -> None:
                     )
     if args.prinz_epochs:
         prinz_rows(args.prinz_epochs)
-    alanine = alanine_rows(args.alanine_epochs)["e2former"] if args.alanine_epochs else {}
+    kinds = ("distances",) if args.smoke else ("distances", "e2former")  # smoke: notebook 03 runs the E2Former one
+    alanine = alanine_rows(args.alanine_epochs, kinds).get("e2former", {}) if args.alanine_epochs else {}
 
     def nan_runs(loss_name: str) -> int:
         return sum(r["nan"] for key, rows in results.items() if key[1] == (loss_name, "published") for r in rows)

@@ -27,6 +27,17 @@ def has_uncertainty(model: nn.Module) -> bool:
     return callable(getattr(model, "uncertainty", None))
 
 
+def model_on(
+    model: nn.Module, device: str, dtype: str
+) -> tuple[torch.device, torch.dtype, nn.Module, ForceStressOutput]:
+    """``(device, torch dtype, model moved there in that dtype, its energy/forces/stress wrapper)``; ``dtype`` is
+    ``"float32"`` or ``"float64"``."""
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got '{dtype}'")
+    model = model.to(device=torch.device(device), dtype=DTYPES[dtype])
+    return torch.device(device), DTYPES[dtype], model, ForceStressOutput(model)
+
+
 class SciMLCalculator(Calculator):
     """Energy, free energy, per-atom energies, forces and (periodic cells) stress from an energy model.
 
@@ -89,12 +100,8 @@ class SciMLCalculator(Calculator):
                 "training): energy_uncertainty and forces_uncertainty are the members' raw spread",
                 stacklevel=2,
             )
-        if dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got '{dtype}'")
-        self.device, self.dtype, self.skin = torch.device(device), DTYPES[dtype], float(skin)
-        self.model = model.to(device=self.device, dtype=self.dtype)
-        self.potential = ForceStressOutput(self.model)
-        self.cutoff = float(model.cutoff)
+        self.device, self.dtype, self.model, self.potential = model_on(model, device, dtype)
+        self.skin, self.cutoff = float(skin), float(model.cutoff)
         self.species = set(int(z) for z in model.species)
         self.rebuilds, self.static_shapes, self.edge_capacity = 0, bool(static_shapes), 0
         self._neighbours: dict | None = None

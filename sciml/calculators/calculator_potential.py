@@ -52,6 +52,7 @@ class CalculatorPotential:
         return energy, forces
 
     def close(self) -> None:
+        """End the worker processes (nothing to do with one worker)."""
         if self.pool is not None:
             self.pool.close()
             self.pool.join()

@@ -15,9 +15,8 @@ import torch
 from torch import nn
 from torch_geometric.data import Data
 
-from sciml.calculators.ase import DTYPES
+from sciml.calculators.ase import model_on
 from sciml.data.neighbours import radius_graph
-from sciml.nn.forces import ForceStressOutput
 
 
 class BatchedPotential:
@@ -47,12 +46,8 @@ class BatchedPotential:
     ) -> None:
         if model.training:
             raise RuntimeError("BatchedPotential refuses a model in training mode; call model.eval() first")
-        if dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got '{dtype}'")
-        self.device, self.dtype, self.skin = torch.device(device), DTYPES[dtype], float(skin)
-        self.model = model.to(device=self.device, dtype=self.dtype)
-        self.potential = ForceStressOutput(self.model)
-        self.cutoff = float(model.cutoff)
+        self.device, self.dtype, self.model, self.potential = model_on(model, device, dtype)
+        self.skin, self.cutoff = float(skin), float(model.cutoff)
         self.numbers = torch.as_tensor(np.asarray(numbers), dtype=torch.int64, device=self.device)
         unknown = sorted(set(self.numbers.tolist()) - {int(z) for z in model.species})
         if unknown:

@@ -53,6 +53,8 @@ class AtomsDataModule(SplitDataModule):
         dtype: ``"float32"`` or ``"float64"``: positions, cells and labels of the graphs (float64 for float64
             training, ``trainer.precision: 64-true``: labels such as total energies of hundreds of eV lose
             ~0.1 meV when stored in float32).
+        cache_graphs: keep every graph once built (memory grows with the frames: for many frames of a small
+            molecule, e.g. the lagged pairs of a Koopman model, where rebuilding them each epoch dominates).
     """
 
     loader_class = DataLoader  # PyG's: batches graphs
@@ -81,6 +83,7 @@ class AtomsDataModule(SplitDataModule):
         split_mode: str = "auto",
         energy_reference: str | dict[str, float] = "least_squares",
         prepared: str | None = None,
+        cache_graphs: bool = False,
     ) -> None:
         super().__init__()
         explicit = {"train": train_paths, "val": val_paths, "test": test_paths}
@@ -111,6 +114,7 @@ class AtomsDataModule(SplitDataModule):
         self.required = labels if labels is not None else (["energy", "forces"] if lagtime is None else [])
         self.split = split
         self._species_arg = atomic_numbers_of(species) if species else None
+        self._graph_cache: dict | None = {} if cache_graphs else None
 
     # --- frames (read lazily: the CLI links species / energy reference before Lightning calls setup) ---
     @cached_property
@@ -191,7 +195,8 @@ class AtomsDataModule(SplitDataModule):
         index = frame_index(segments) if self.lagtime is None else pair_index(segments, self.lagtime)
         if index.shape[0] == 0:
             raise DataError(f"the '{name}' split is empty (split={list(self.split)}, lagtime={self.lagtime})")
-        return FrameGraphs(self.records, index, self.cutoff, self.lagtime, self.neighbour_backend, self.dtype)
+        return FrameGraphs(self.records, index, self.cutoff, self.lagtime, self.neighbour_backend, self.dtype,
+                           self._graph_cache)  # fmt: skip
 
     def predict_dataloader(self) -> DataLoader:
         if self.predict_paths is None:

@@ -24,6 +24,8 @@ class FrameGraphs(Dataset):
         index: (F, 2) ``(trajectory, t)`` rows.
         cutoff: Å.
         lagtime: ``None`` for single frames, else the lag time in frames (items are pairs).
+        cache: a dict that keeps each graph once built, keyed by ``(trajectory, t)`` (shared between datasets of
+            the same records, e.g. the splits of one data module); ``None`` builds every graph on access.
     """
 
     def __init__(
@@ -34,15 +36,22 @@ class FrameGraphs(Dataset):
         lagtime: int | None = None,
         neighbour_backend: str = "vesin",
         dtype: torch.dtype | None = None,
+        cache: dict | None = None,
     ) -> None:
         self.records, self.index, self.cutoff, self.lagtime = records, index, cutoff, lagtime
-        self.neighbour_backend, self.dtype = neighbour_backend, dtype
+        self.neighbour_backend, self.dtype, self.cache = neighbour_backend, dtype, cache
 
     def __len__(self) -> int:
         return self.index.shape[0]
 
     def _graph(self, trajectory: int, t: int) -> Data:
-        return frame_to_graph(self.records[trajectory][t], self.cutoff, self.dtype, self.neighbour_backend)
+        if self.cache is None:
+            return frame_to_graph(self.records[trajectory][t], self.cutoff, self.dtype, self.neighbour_backend)
+        graph = self.cache.get((trajectory, t))
+        if graph is None:
+            graph = frame_to_graph(self.records[trajectory][t], self.cutoff, self.dtype, self.neighbour_backend)
+            self.cache[trajectory, t] = graph
+        return graph
 
     def __getitem__(self, k: int) -> Data | tuple[Data, Data]:
         trajectory, t = self.index[k].tolist()

@@ -73,7 +73,8 @@ def fit_koopman(
     options = dict(encoder_options or {})
     if files:
         paths = [str(p) for p in ([data] if isinstance(data, str | Path) else data)]
-        module_data = AtomsDataModule(paths, cutoff=cutoff, lagtime=lagtime, batch_size=batch_size or 32, seed=seed)
+        module_data = AtomsDataModule(paths, cutoff=cutoff, lagtime=lagtime, batch_size=batch_size or 32, seed=seed,
+                                      cache_graphs=encoder == "distances")  # small graphs, built once  # fmt: skip
     else:
         module_data = ArrayDataModule(states=data, lagtime=lagtime, batch_size=batch_size or 256, seed=seed)
     if encoder != "mlp" and not files:

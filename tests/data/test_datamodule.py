@@ -54,6 +54,21 @@ def test_pairs_never_cross_trajectories(tmp_path, cu_frames):
     assert len(seen) == 3 * (len(cu_frames) - 2)
 
 
+
+def test_cached_graphs_are_built_once_and_equal_fresh_ones(tmp_path, cu_frames):
+    ase.io.write(tmp_path / "run.extxyz", cu_frames)
+    fresh = AtomsDataModule(paths=str(tmp_path / "run.extxyz"), cutoff=3.0, lagtime=1, split=(0.5, 0.5, 0.0))
+    cached = AtomsDataModule(paths=str(tmp_path / "run.extxyz"), cutoff=3.0, lagtime=1, split=(0.5, 0.5, 0.0),
+                             cache_graphs=True)  # fmt: skip
+    for name in ("train", "val"):
+        for k in range(len(fresh.dataset(name))):
+            for a, b in zip(fresh.dataset(name)[k], cached.dataset(name)[k], strict=True):
+                assert torch.equal(a.pos, b.pos) and torch.equal(a.edge_index, b.edge_index)
+    built = len(cached._graph_cache)
+    assert built == len(cu_frames)  # every frame once, shared by the splits and by new datasets
+    first = cached.dataset("train")[0][0]
+    assert cached.dataset("train")[0][0] is first and len(cached._graph_cache) == built
+
 def test_energy_reference_recovers_per_element_energies(tmp_path):
     rng = np.random.default_rng(0)
     true = {1: -13.6, 6: -1029.0, 8: -2041.0}
