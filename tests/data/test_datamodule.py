@@ -54,7 +54,6 @@ def test_pairs_never_cross_trajectories(tmp_path, cu_frames):
     assert len(seen) == 3 * (len(cu_frames) - 2)
 
 
-
 def test_cached_graphs_are_built_once_and_equal_fresh_ones(tmp_path, cu_frames):
     ase.io.write(tmp_path / "run.extxyz", cu_frames)
     fresh = AtomsDataModule(paths=str(tmp_path / "run.extxyz"), cutoff=3.0, lagtime=1, split=(0.5, 0.5, 0.0))
@@ -68,6 +67,7 @@ def test_cached_graphs_are_built_once_and_equal_fresh_ones(tmp_path, cu_frames):
     assert built == len(cu_frames)  # every frame once, shared by the splits and by new datasets
     first = cached.dataset("train")[0][0]
     assert cached.dataset("train")[0][0] is first and len(cached._graph_cache) == built
+
 
 def test_energy_reference_recovers_per_element_energies(tmp_path):
     rng = np.random.default_rng(0)
