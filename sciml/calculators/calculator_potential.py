@@ -31,8 +31,6 @@ class CalculatorPotential:
             raise ValueError(f"workers must be >= 1, got {workers}")
         self.start = start.copy()
         self.start.calc = None
-        self.workers = workers
-        self.calls = 0
         if workers == 1:
             _initialise(factory, self.start)
             self.pool = None
@@ -46,7 +44,6 @@ class CalculatorPotential:
             raise ValueError(f"positions hold {array.shape[1]} atoms per replica, the system has {len(self.start)}")
         jobs = [(r, array[r]) for r in range(len(array))]
         results = [_evaluate(job) for job in jobs] if self.pool is None else self.pool.map(_evaluate, jobs)
-        self.calls += len(jobs)
         energy = torch.tensor([e for e, _ in results], dtype=torch.float64, device=positions.device)
         forces = torch.tensor(np.stack([f for _, f in results]), dtype=torch.float64, device=positions.device)
         return energy, forces

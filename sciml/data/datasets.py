@@ -45,11 +45,10 @@ class FrameGraphs(Dataset):
         return self.index.shape[0]
 
     def _graph(self, trajectory: int, t: int) -> Data:
-        if self.cache is None:
-            return frame_to_graph(self.records[trajectory][t], self.cutoff, self.dtype, self.neighbour_backend)
-        graph = self.cache.get((trajectory, t))
-        if graph is None:
-            graph = frame_to_graph(self.records[trajectory][t], self.cutoff, self.dtype, self.neighbour_backend)
+        if self.cache is not None and (trajectory, t) in self.cache:
+            return self.cache[trajectory, t]
+        graph = frame_to_graph(self.records[trajectory][t], self.cutoff, self.dtype, self.neighbour_backend)
+        if self.cache is not None:
             self.cache[trajectory, t] = graph
         return graph
 

@@ -68,32 +68,34 @@ def sample_replicas(
     directory = Path(directory)
     md, production = directory / "md", directory / "production"
     paths = [md / f"replica_{r:03d}.extxyz" for r in range(settings.replicas)]
-    done = _common_step(paths)
-    replica_settings = ReplicaSettings("langevin", settings.timestep, settings.steps - (done or 0),
-                                       settings.temperature, settings.friction, settings.interval,
-                                       settings.seed)  # fmt: skip
+    done, recorded = _common_step(paths)
     if done is None or done < settings.steps:
+        replica_settings = ReplicaSettings("langevin", settings.timestep, settings.steps - (done or 0),
+                                           settings.temperature, settings.friction, settings.interval,
+                                           settings.seed)  # fmt: skip
         run_replicas(potential, start, settings.replicas, replica_settings, md, done is not None, on_record)
+        recorded = [read_complete_frames(path) for path in paths]
     production.mkdir(parents=True, exist_ok=True)
     first = settings.equilibration_ps * 1000
-    for path in paths:
-        frames = [f for f in read_complete_frames(path) if float(f.info["time_fs"]) >= first - 1e-9]
+    for path, kept in zip(paths, recorded, strict=True):
+        frames = [f for f in kept if float(f.info["time_fs"]) >= first - 1e-9]
         temporary = production / (path.name + ".partial")
         ase.io.write(temporary, frames, format="extxyz")
         temporary.replace(production / path.name)
     return production
 
 
-def _common_step(paths: list[Path]) -> int | None:
-    """The last step every replica file holds; ``None`` when no file holds a frame yet."""
+def _common_step(paths: list[Path]) -> tuple[int | None, list[list[Atoms]]]:
+    """(the last step every replica file holds, the complete frames of each file); ``None`` and no frames when
+    no file holds a frame yet."""
     if not all(path.exists() and path.stat().st_size for path in paths):
         if any(path.exists() and path.stat().st_size for path in paths):
             raise FileNotFoundError(f"'{paths[0].parent}' holds trajectories of fewer replicas than asked for")
-        return None
+        return None, []
     frames = [read_complete_frames(path) for path in paths]
     if not all(frames):
-        return None
-    return min(int(kept[-1].info["step"]) for kept in frames)
+        return None, []
+    return min(int(kept[-1].info["step"]) for kept in frames), frames
 
 
 class Stopwatch:
