@@ -3,11 +3,13 @@ times, with bootstrap error bars, from molecular trajectories.
 
     sciml kinetics runs/md/replicas --lag 5 --states 2 --out runs/kinetics          # frames with time_fs
     sciml kinetics a.traj b.traj --time-step 0.1 --checkpoint koopman.ckpt --lag 2
+    sciml kinetics reference/production --compare ml/production --lag 20 --out runs/compared
 
 Trains a Koopman model on the trajectories (``--encoder distances``: an MLP on the inverse heavy-atom distances;
 ``molecular``: the E2Former backbone) unless ``--checkpoint`` gives one, then writes ``report.md``,
 ``report.html``, ``report.json``, the plots and each state's representative structures into ``--out``
-(:mod:`sciml.training.kinetics`).
+(:mod:`sciml.training.kinetics`). ``--compare`` adds the populations and MFPTs of other trajectories (the same
+molecule under another potential) in the states found on ``paths``.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ def parser() -> argparse.ArgumentParser:
     add("--cutoff", type=float, default=5.0, help="Å (graphs of the molecular encoder)")
     add("--samples", type=int, default=200, help="bootstrap samples")
     add("--microstates", type=int, default=50, help="k-means centres of the MSM under PCCA+")
+    add("--compare", nargs="+", help="other trajectories (files or folders) to measure in the same states")
     add("--seed", type=int, default=0)
     return parser
 
@@ -62,6 +65,7 @@ def kinetics_arguments(options: argparse.Namespace) -> dict:
         n_states=options.states, checkpoint=options.checkpoint, encoder=options.encoder, k=options.k,
         epochs=options.epochs, batch_size=options.batch_size, cutoff=options.cutoff, samples=options.samples,
         microstates=options.microstates, seed=options.seed, atoms=atom_selection(options.atoms),
+        compare=options.compare,
     )  # fmt: skip
 
 

@@ -43,11 +43,16 @@ def kinetics_report(
     confidence: float = 0.95,
     microstates: int = 50,
     seed: int = 0,
+    compare: Sequence | None = None,
+    compare_label: str = "compared trajectories",
 ) -> dict:
     """Analyse ``trajectories`` (per trajectory: what ``estimator.features`` takes, or a list of such chunks)
     with the trained encoders of ``estimator`` (its lag is the model's; its moments are refitted on all of
     ``trajectories``) and write the report into ``out``; ``time_step`` is the time between frames in
-    ``time_unit``. Returns the report's numbers (what ``report.json`` holds)."""
+    ``time_unit``. ``compare``: other trajectories (same form, e.g. the molecule under another potential)
+    whose populations and MFPTs in these states are reported too (``numbers["states"]["compared"]``, a
+    section named ``compare_label``; :meth:`~sciml.koopman.states.MetastableStates.statistics_of`).
+    Returns the report's numbers (what ``report.json`` holds)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     lag = estimator.lagtime or 1
@@ -68,6 +73,12 @@ def kinetics_report(
         "states": {"count": n_states, "populations": _bands(states.populations), "mfpt": _bands(states.mfpt),
                    "representatives": states.representatives, "microstates": microstates},
     }  # fmt: skip
+    if compare is not None:
+        other = states.statistics_of(estimator, compare)
+        numbers["states"]["compared"] = {
+            "label": compare_label, "trajectories": len(compare),
+            "populations": _bands(other.populations), "mfpt": _bands(other.mfpt),
+        }  # fmt: skip
     coordinates = eigenfunction_coordinates(estimator, trajectories, 2)
     figures = _plots(out, timescales, lags, lag, ck, coordinates, states, time_step, time_unit, processes)
     (out / "report.json").write_text(json.dumps(numbers, indent=1, default=_plain) + "\n")
@@ -185,8 +196,24 @@ def _markdown(numbers: dict, figures: dict[str, str]) -> str:
         cells = ["-" if a == b else f"{m['estimate'][a][b]:.4g} [{m['lower'][a][b]:.4g}, {m['upper'][a][b]:.4g}]"
                  for b in range(states["count"])]  # fmt: skip
         lines.append(f"| {a} | " + " | ".join(cells) + " |")
+    if "compared" in states:
+        lines += ["", *_compared_lines(states["compared"], states["count"], unit)]
     lines += ["", f"![free energy and states]({figures['free_energy']})", ""]
     return "\n".join(lines)
+
+
+def _compared_lines(compared: dict, count: int, unit: str) -> list[str]:
+    """The Markdown section of another set of trajectories in the same states."""
+    p, m = compared["populations"], compared["mfpt"]
+    lines = [f"### The same states in the {compared['label']} ({compared['trajectories']} trajectories)", "",
+             "| state | population | " + " | ".join(f"MFPT -> {b} ({unit})" for b in range(count)) + " |",
+             "| ---: | ---: |" + " ---: |" * count]  # fmt: skip
+    for a in range(count):
+        cells = ["-" if a == b else f"{m['estimate'][a][b]:.4g} [{m['lower'][a][b]:.4g}, {m['upper'][a][b]:.4g}]"
+                 for b in range(count)]  # fmt: skip
+        population = f"{p['estimate'][a]:.3f} [{p['lower'][a]:.3f}, {p['upper'][a]:.3f}]"
+        lines.append(f"| {a} | {population} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def _html(markdown: str) -> str:

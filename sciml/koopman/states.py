@@ -13,12 +13,17 @@ between them, with Bayesian error bars: the route a PyEMMA or deeptime user take
    window and so treats correlated transitions as independent: its intervals came out several times too
    narrow here.)
 5. Representative frames of each state: frames of its microstates of the highest membership.
+6. Other trajectories in the same states (:meth:`MetastableStates.statistics_of`): to compare two potentials'
+   kinetics, the states are defined once (on the reference's data) and the other data's frames are assigned
+   to the same microstates; an MSM is estimated on them and gives their populations and MFPTs between the
+   same sets. Two separate PCCA+ splits need not be the same sets of structures.
 
 deeptime is the ``kinetics`` extra's (also in ``dev``); without it the error names the extra.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -51,11 +56,31 @@ class MetastableStates:
     populations: Bands  # (n_states,)
     mfpt: Bands  # (n_states, n_states), time units; the diagonal is 0
     representatives: list[list[tuple[int, int]]]  # per state: (trajectory, frame)
+    centres: np.ndarray  # (k-means centres, c): the microstates in the coordinates
+    active: np.ndarray  # (microstates,): k-means labels of the MSM's connected set, in the order of memberships
+    samples: int = 100
+    blocks: int = 20
+    seed: int = 0
 
     def assignments(self) -> list[np.ndarray]:
         """Per trajectory (n_r,): each frame's state (argmax membership of its microstate; -1 outside the set)."""
         hard = self.memberships.argmax(1)
         return [np.where(labels >= 0, hard[np.maximum(labels, 0)], -1) for labels in self.microstates]
+
+    def statistics_of(self, estimator: KoopmanEstimator, trajectories: Sequence) -> StateStatistics:
+        """Populations and MFPTs of other ``trajectories`` (e.g. the same molecule under another potential) in
+        these states: their frames get the microstate of the nearest k-means centre in ``estimator``'s
+        eigenfunctions (the estimator these states came from), a new MSM at the same lag is estimated on
+        them, and the states' memberships and sets are kept; bootstrap intervals as for these states'."""
+        coordinates = eigenfunction_coordinates(estimator, trajectories, self.centres.shape[1])
+        labels = [_nearest(self.centres, c) for c in coordinates]
+        figures = functools.partial(_figures, memberships=self.memberships, active=self.active,
+                                    microstates=len(self.centres), time_step=self.time_step)  # fmt: skip
+        msm = _msm(labels, self.lag)
+        populations, mfpt = figures(msm, msm.count_model.state_symbols)
+        drawn = _bootstrap(labels, self.lag, figures, self.n_states, self.samples, self.blocks, self.seed)
+        confidence = self.populations.confidence
+        return StateStatistics(Bands(populations, drawn[0], confidence), Bands(mfpt, drawn[1], confidence))
 
     def summary(self) -> str:
         lines = [f"{self.n_states} metastable states (PCCA+ of a {len(self.stationary)}-microstate MSM at lag "
@@ -94,8 +119,6 @@ def metastable_states(
     entry per trajectory) at the estimator's lag; ``microstates`` k-means centres, ``samples`` bootstrap
     resamples (of trajectories, or of ``blocks`` pieces when there are fewer)."""
     deeptime = _deeptime()
-    from deeptime.markov.msm import MaximumLikelihoodMSM
-
     if n_states < 2:
         raise ValueError(f"n_states must be at least 2, got {n_states}")
     lag = estimator.lagtime or 1
@@ -103,48 +126,88 @@ def metastable_states(
     clustering = deeptime.clustering.KMeans(microstates, fixed_seed=seed, n_jobs=1)
     clustering = clustering.fit(np.concatenate(coordinates)).fetch_model()
     labels = [clustering.transform(c).astype(np.int32) for c in coordinates]
-    msm = MaximumLikelihoodMSM(reversible=True, lagtime=lag).fit(labels).fetch_model()
+    msm = _msm(labels, lag)
     active = msm.count_model.state_symbols  # microstates of the largest connected set, in MSM order
     pcca = msm.pcca(n_states)
     local = np.full(microstates, -1)
     local[active] = np.arange(len(active))
     kept = [np.where(local[labels_r] >= 0, local[labels_r], -1) for labels_r in labels]
-    sets = [np.flatnonzero(pcca.assignments == j) for j in range(n_states)]
-    if any(len(s) == 0 for s in sets):
+    if any(not np.any(pcca.memberships.argmax(1) == j) for j in range(n_states)):
         raise ValueError(f"PCCA+ left a state without microstates; try fewer states than {n_states}")
-
-    def figures(model, symbols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Populations and MFPTs (time units) of ``model``, whose states are the microstates ``symbols``."""
-        position = {int(symbol): k for k, symbol in enumerate(symbols)}
-        chi = np.zeros((len(symbols), n_states))
-        for symbol, k in position.items():
-            if local[symbol] >= 0:
-                chi[k] = pcca.memberships[local[symbol]]
-        populations = model.stationary_distribution @ chi
-        mfpt = np.zeros((n_states, n_states))
-        members = [[position[int(active[i])] for i in s if int(active[i]) in position] for s in sets]
-        for a in range(n_states):
-            for b in range(n_states):
-                if a != b:
-                    mfpt[a, b] = model.mfpt(members[a], members[b]) * time_step if members[a] and members[b] else np.nan
-        return populations, mfpt
-
+    figures = functools.partial(_figures, memberships=pcca.memberships, active=active, microstates=microstates,
+                                time_step=time_step)  # fmt: skip
     populations, mfpt = figures(msm, active)
+    drawn = _bootstrap(labels, lag, figures, n_states, samples, blocks, seed)
+    return MetastableStates(
+        n_states, lag, time_step, coordinates, kept, pcca.memberships, msm.stationary_distribution,
+        Bands(populations, drawn[0], confidence), Bands(mfpt, drawn[1], confidence),
+        _representatives(kept, pcca.memberships, representatives, seed),
+        np.asarray(clustering.cluster_centers), np.asarray(active), samples, blocks, seed,
+    )  # fmt: skip
+
+
+@dataclass
+class StateStatistics:
+    """Populations (n_states,) and MFPTs (n_states, n_states; time units) of a set of trajectories in given
+    states (:meth:`MetastableStates.statistics_of`), with bootstrap intervals."""
+
+    populations: Bands
+    mfpt: Bands
+
+
+def _msm(labels: list[np.ndarray], lag: int):
+    """deeptime's reversible maximum-likelihood MSM of microstate trajectories at ``lag``."""
+    _deeptime()
+    from deeptime.markov.msm import MaximumLikelihoodMSM
+
+    return MaximumLikelihoodMSM(reversible=True, lagtime=lag).fit(labels).fetch_model()
+
+
+def _figures(model, symbols: np.ndarray, memberships: np.ndarray, active: np.ndarray, microstates: int,
+             time_step: float) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """Populations and MFPTs (time units) of ``model``, an MSM whose states are the k-means labels ``symbols``,
+    in the metastable states given by PCCA+ ``memberships`` over the labels ``active``; labels outside
+    ``active`` belong to no state."""
+    n_states = memberships.shape[1]
+    local = np.full(microstates, -1)
+    local[active] = np.arange(len(active))
+    position = {int(symbol): k for k, symbol in enumerate(symbols)}
+    chi = np.zeros((len(symbols), n_states))
+    for symbol, k in position.items():
+        if local[symbol] >= 0:
+            chi[k] = memberships[local[symbol]]
+    populations = model.stationary_distribution @ chi
+    hard = memberships.argmax(1)
+    members = [[position[int(active[i])] for i in np.flatnonzero(hard == j) if int(active[i]) in position]
+               for j in range(n_states)]  # fmt: skip
+    mfpt = np.zeros((n_states, n_states))
+    for a in range(n_states):
+        for b in range(n_states):
+            if a != b:
+                mfpt[a, b] = model.mfpt(members[a], members[b]) * time_step if members[a] and members[b] else np.nan
+    return populations, mfpt
+
+
+def _bootstrap(labels: list[np.ndarray], lag: int, figures, n_states: int, samples: int, blocks: int,
+               seed: int) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """``figures`` (populations, MFPTs) of the MSM re-estimated on each bootstrap resample of the microstate
+    trajectories: (samples, n_states) and (samples, n_states, n_states), NaN for a resample that lost a state."""
     pieces = resampling_units(labels, blocks)
     drawn = []
     for counts in resampled_counts(len(pieces), samples, seed):
         chosen = [piece for piece, times in zip(pieces, counts, strict=True) for _ in range(times)]
         try:
-            model = MaximumLikelihoodMSM(reversible=True, lagtime=lag).fit(chosen).fetch_model()
+            model = _msm(chosen, lag)
             drawn.append(figures(model, model.count_model.state_symbols))
         except (ValueError, RuntimeError):  # a resample that lost a state entirely: counted as missing
             drawn.append((np.full(n_states, np.nan), np.full((n_states, n_states), np.nan)))
-    return MetastableStates(
-        n_states, lag, time_step, coordinates, kept, pcca.memberships, msm.stationary_distribution,
-        Bands(populations, np.stack([d[0] for d in drawn]), confidence),
-        Bands(mfpt, np.stack([d[1] for d in drawn]), confidence),
-        _representatives(kept, pcca.memberships, representatives, seed),
-    )  # fmt: skip
+    return np.stack([d[0] for d in drawn]), np.stack([d[1] for d in drawn])
+
+
+def _nearest(centres: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """(n,) int32: the index of the nearest of ``centres`` (m, c) for each of ``points`` (n, c)."""
+    distances = ((points[:, None, :] - centres[None, :, :]) ** 2).sum(-1)
+    return distances.argmin(1).astype(np.int32)
 
 
 def resampling_units(labels: list[np.ndarray], blocks: int) -> list[np.ndarray]:

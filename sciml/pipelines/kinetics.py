@@ -8,7 +8,8 @@ Stages, each in its own folder of the run directory and each resumed where it st
 2. ``md/``: R replicas of Langevin MD with that potential (:func:`sample_replicas`; one batched model call per
    step), the first ``equilibration_ps`` dropped from the copies in ``production/``;
 3. ``kinetics/``: the report of :func:`~sciml.training.kinetics.molecular_kinetics` on ``production/``
-   (timescales, CK test, states, populations and MFPTs with bootstrap intervals).
+   (timescales, CK test, states, populations and MFPTs with bootstrap intervals), not run again while
+   ``pipeline.json`` holds a report of the same sampling and analysis settings.
 
 ``pipeline.json`` holds the wall time of each stage (seconds, summed over resumed runs) and the headline numbers.
 """
@@ -166,8 +167,14 @@ def structure_to_kinetics(
         watch.record["replica_steps_per_s"] = speeds[-1]
     report(f"stage 2 of 3: {sampling.replicas} replicas x {sampling.production_ps} ps in {production} "
            f"({watch.record['seconds']['sample']:.0f} s)")  # fmt: skip
-    numbers = watch.time("kinetics", molecular_kinetics, production, directory / "kinetics", **(kinetics or {}))
-    watch.record.update(model=str(model), production=str(production), sampling=asdict(sampling), report=numbers)
+    analysis = json.loads(json.dumps(kinetics or {}))  # as pipeline.json keeps it
+    done = watch.record.get("sampling") == asdict(sampling) and watch.record.get("kinetics_settings") == analysis
+    if done and "report" in watch.record and (directory / "kinetics" / "report.json").exists():
+        numbers = watch.record["report"]  # stage 3 is done for these settings: not run again
+    else:
+        numbers = watch.time("kinetics", molecular_kinetics, production, directory / "kinetics", **(kinetics or {}))
+    watch.record.update(model=str(model), production=str(production), sampling=asdict(sampling), report=numbers,
+                        kinetics_settings=analysis)  # fmt: skip
     watch.save()
     report(f"stage 3 of 3: report in {directory / 'kinetics'} ({watch.record['seconds']['kinetics']:.0f} s)")
     return watch.record

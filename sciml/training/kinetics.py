@@ -48,6 +48,7 @@ def molecular_kinetics(
     microstates: int = 50,
     seed: int = 0,
     atoms: str | Sequence[int] = "heavy",
+    compare: str | Path | Sequence[str | Path] | None = None,
 ) -> dict:
     """The kinetics report of the trajectories under ``paths`` in ``out`` (module docstring).
 
@@ -59,6 +60,8 @@ def molecular_kinetics(
             pairs per batch).
         atoms: the distance encoder's atoms: ``"heavy"``, ``"heavy+polar-h"`` or indices
             (:func:`~sciml.koopman.distances.select_atoms`).
+        compare: other trajectories (e.g. the molecule under another potential) whose populations and MFPTs
+            in the states found on ``paths`` the report adds (``numbers["states"]["compared"]``).
     """
     trajectories = read_trajectories(paths)
     time_step = time_step if time_step is not None else frame_interval_ps(trajectories)
@@ -72,14 +75,18 @@ def molecular_kinetics(
                                 cutoff=cutoff, seed=seed, share_encoders=True,
                                 encoder_options={"atoms": atoms} if encoder == "distances" else None)  # fmt: skip
         chunks = [trajectory_graphs(t, cutoff) for t in trajectories]
+    others = read_trajectories(compare) if compare is not None else None
     numbers = kinetics_report(estimator, chunks, lags, time_step, n_states, out, "ps", samples=samples,
-                              microstates=microstates, seed=seed)  # fmt: skip
+                              microstates=microstates, seed=seed,
+                              compare=[trajectory_graphs(t, cutoff) for t in others] if others else None)  # fmt: skip
     for j, frames in enumerate(numbers["states"]["representatives"]):
         structures = [trajectories[r].frames[t] for r, t in frames]
         for structure, (r, t) in zip(structures, frames, strict=True):
             structure.info.update(source=trajectories[r].source, frame=t, state=j)
         ase.io.write(Path(out) / f"state_{j}.extxyz", structures, format="extxyz")
     numbers["sources"] = [t.source for t in trajectories]
+    if others:
+        numbers["states"]["compared"]["sources"] = [t.source for t in others]
     return numbers
 
 

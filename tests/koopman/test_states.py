@@ -10,7 +10,7 @@ from scipy.linalg import expm
 
 from sciml.koopman import KoopmanEstimator
 from sciml.koopman.bootstrap import TrajectoryFeatures, fitted
-from sciml.koopman.states import metastable_states
+from sciml.koopman.states import eigenfunction_coordinates, metastable_states
 from tests.koopman.test_bootstrap import Bins
 
 GRID = np.linspace(-2.0, 2.0, 81)
@@ -18,20 +18,21 @@ POTENTIAL = 3 * (GRID**2 - 1) ** 2 + 0.6 * GRID  # kT = 1: a 3 kT barrier, the l
 DT = 0.05
 
 
-def transition_matrix() -> np.ndarray:
-    """exp(Q dt) of the square-root approximation of overdamped diffusion (D = 1) in POTENTIAL."""
+def transition_matrix(potential: np.ndarray = POTENTIAL) -> np.ndarray:
+    """exp(Q dt) of the square-root approximation of overdamped diffusion (D = 1) in ``potential``."""
     h = GRID[1] - GRID[0]
     rates = np.zeros((len(GRID), len(GRID)))
     for i in range(len(GRID) - 1):
-        rates[i, i + 1] = np.exp(-(POTENTIAL[i + 1] - POTENTIAL[i]) / 2) / h**2
-        rates[i + 1, i] = np.exp(-(POTENTIAL[i] - POTENTIAL[i + 1]) / 2) / h**2
+        rates[i, i + 1] = np.exp(-(potential[i + 1] - potential[i]) / 2) / h**2
+        rates[i + 1, i] = np.exp(-(potential[i] - potential[i + 1]) / 2) / h**2
     np.fill_diagonal(rates, -rates.sum(1))
     return np.clip(expm(rates * DT), 0, None)
 
 
-def simulate(transition: np.ndarray, trajectories: int, steps: int, seed: int) -> list[torch.Tensor]:
+def simulate(transition: np.ndarray, trajectories: int, steps: int, seed: int,
+             potential: np.ndarray = POTENTIAL) -> list[torch.Tensor]:  # fmt: skip
     rng = np.random.default_rng(seed)
-    stationary = np.exp(-POTENTIAL) / np.exp(-POTENTIAL).sum()
+    stationary = np.exp(-potential) / np.exp(-potential).sum()
     cdf = np.cumsum(transition / transition.sum(1, keepdims=True), axis=1)
     state = rng.choice(len(GRID), size=trajectories, p=stationary)
     out = np.empty((trajectories, steps))
@@ -41,11 +42,11 @@ def simulate(transition: np.ndarray, trajectories: int, steps: int, seed: int) -
     return [torch.tensor(x[:, None]) for x in out]
 
 
-def exact(transition: np.ndarray, core: float = 0.5) -> tuple[float, float, float]:
+def exact(transition: np.ndarray, core: float = 0.5, potential: np.ndarray = POTENTIAL) -> tuple[float, float, float]:
     """(population of x < 0, MFPT left -> right, MFPT right -> left) in time units, the MFPTs between the well
     cores |x| > ``core`` (what rates between metastable states describe, without the fast recrossings at the
     barrier top), averaged over the start core with stationary weights (deeptime's convention)."""
-    stationary = np.exp(-POTENTIAL) / np.exp(-POTENTIAL).sum()
+    stationary = np.exp(-potential) / np.exp(-potential).sum()
     times = []
     for start, target in ((GRID < -core, GRID > core), (GRID > core, GRID < -core)):
         outside = ~target
@@ -82,3 +83,39 @@ def test_states_populations_and_mfpts_match_the_exact_double_well():
 
 def assignments_of(states, trajectory: int, frame: int) -> int:
     return int(states.assignments()[trajectory][frame])
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_other_trajectories_are_measured_in_the_same_states():
+    """States found on one double well, then data of another (the tilt reversed: the right well deeper, and
+    a lower barrier) measured in them: its populations and MFPTs are the other potential's exact ones, not
+    the first one's; the first data measured in its own states gives the states' own figures."""
+    data = simulate(transition_matrix(), 40, 2000, 0)
+    estimator = KoopmanEstimator(Bins(edges=list(np.linspace(-1.6, 1.6, 40))))
+    lag = 10
+    estimator = fitted(estimator, TrajectoryFeatures(estimator, data).moments(lag), lag)
+    states = metastable_states(estimator, data, n_states=2, time_step=DT, microstates=30, samples=40)
+    same = states.statistics_of(estimator, data)
+    np.testing.assert_allclose(same.populations.estimate, states.populations.estimate, rtol=1e-10)
+    np.testing.assert_allclose(same.mfpt.estimate, states.mfpt.estimate, rtol=1e-10)
+
+    other_potential = 2.5 * (GRID**2 - 1) ** 2 - 0.6 * GRID
+    other_transition = transition_matrix(other_potential)
+    other = states.statistics_of(estimator, simulate(other_transition, 40, 2000, 1, other_potential))
+    _, left_to_right, right_to_left = exact(other_transition, potential=other_potential)
+    positions = np.concatenate([x[:, 0].numpy() for x in data])
+    assignments = np.concatenate(states.assignments())
+    left, right = np.argsort([positions[assignments == j].mean() for j in range(2)])
+    # the exact population of the left state under the other potential: its Boltzmann weights on the grid
+    # times the left membership of the microstate each grid point falls into
+    grid = eigenfunction_coordinates(estimator, [torch.tensor(GRID[:, None])], 1)[0]
+    nearest = ((grid[:, None, :] - states.centres[None]) ** 2).sum(-1).argmin(1)
+    row = {int(label): k for k, label in enumerate(states.active)}
+    membership = np.array([states.memberships[row[m], left] if m in row else 0.0 for m in nearest])
+    boltzmann = np.exp(-other_potential) / np.exp(-other_potential).sum()
+    population = float(boltzmann @ membership)
+    assert population < 0.35 < 0.65 < states.populations.estimate[left]  # the two potentials differ
+    assert other.populations.estimate[left] == pytest.approx(population, abs=0.02)
+    assert other.populations.lower[left] <= population + 0.01 and population - 0.01 <= other.populations.upper[left]
+    assert other.mfpt.estimate[left, right] == pytest.approx(left_to_right, rel=0.15)
+    assert other.mfpt.estimate[right, left] == pytest.approx(right_to_left, rel=0.15)

@@ -48,8 +48,13 @@ def distances(folder) -> list[np.ndarray]:
 def test_sciml_kinetics_reports_timescales_states_and_mfpts_with_error_bars(replica_folder, tmp_path, capsys):
     out = tmp_path / "report"
     numbers = kinetics.main([str(replica_folder), "--out", str(out), "--lag", "5", "--k", "3", "--epochs", "5",
-                             "--samples", "60", "--microstates", "20"])  # fmt: skip
+                             "--samples", "60", "--microstates", "20", "--compare", str(replica_folder)])  # fmt: skip
     assert "slowest implied timescale at lag 5" in capsys.readouterr().out
+    # the same trajectories measured in their own states (--compare) give the states' own figures
+    compared = numbers["states"]["compared"]
+    np.testing.assert_allclose(compared["populations"]["estimate"], numbers["states"]["populations"]["estimate"],
+                               rtol=1e-10)  # fmt: skip
+    assert compared["sources"] == numbers["sources"] and "The same states in the" in (out / "report.md").read_text()
     for name in ("report.md", "report.html", "report.json", "timescales.png", "chapman_kolmogorov.png",
                  "free_energy.png", "state_0.extxyz", "state_1.extxyz"):  # fmt: skip
         assert (out / name).exists(), name
