@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+if os.environ.get("PYTEST_XDIST_WORKER"):  # one of pytest -n N's workers: one thread each, subprocesses too
+    for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[variable] = "1"
 
 import numpy as np
 import pytest
@@ -12,6 +17,18 @@ from ase.calculators.emt import EMT
 from ase.calculators.singlepoint import SinglePointCalculator
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def subprocess_threads(threads: int = 2) -> str:
+    """OMP_NUM_THREADS for a test's subprocess: ``threads``, or 1 under pytest -n (each worker has a core)."""
+    return "1" if os.environ.get("PYTEST_XDIST_WORKER") else str(threads)
+
+
+def pytest_configure(config):
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        import torch
+
+        torch.set_num_threads(1)
 
 
 def pytest_collection_modifyitems(config, items):

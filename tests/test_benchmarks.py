@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, subprocess_threads
 
 SCRIPTS = ROOT / "scripts"
 # script -> (results file stem, extra arguments); each gets --smoke --results <tmp> (and its work folder in tmp)
@@ -40,7 +40,7 @@ def test_benchmark_smoke_run_writes_results_with_provenance(script, tmp_path):
     stem, extra = SMOKE[script]
     command = [sys.executable, str(SCRIPTS / script), "--smoke", "--results", str(tmp_path)]
     command += [argument.format(tmp=tmp_path) for argument in extra]
-    environment = {**os.environ, "OMP_NUM_THREADS": "2", "MPLBACKEND": "Agg"}
+    environment = {**os.environ, "OMP_NUM_THREADS": subprocess_threads(), "MPLBACKEND": "Agg"}
     result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600, env=environment)
     assert result.returncode == 0, (result.stdout + result.stderr)[-5000:]
     assert result.stdout.strip().splitlines()[-1].startswith("RESULT "), result.stdout[-2000:]

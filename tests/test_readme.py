@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, subprocess_threads
 
 README = (ROOT / "README.md").read_text()
 CHECKS = {  # appended to each example: what it claims, checked on its own variables
@@ -50,7 +50,7 @@ def test_readme_is_a_landing_page():
 @pytest.mark.parametrize("name", sorted(CHECKS))
 def test_readme_example_runs_and_does_what_it_says(name):
     code = example(name) + CHECKS[name]
-    environment = {**os.environ, "OMP_NUM_THREADS": "2"}
+    environment = {**os.environ, "OMP_NUM_THREADS": subprocess_threads()}
     result = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=900, env=environment
     )
