@@ -44,14 +44,13 @@ def kinetics_report(
     microstates: int = 50,
     seed: int = 0,
     compare: Sequence | None = None,
-    compare_label: str = "compared trajectories",
 ) -> dict:
     """Analyse ``trajectories`` (per trajectory: what ``estimator.features`` takes, or a list of such chunks)
     with the trained encoders of ``estimator`` (its lag is the model's; its moments are refitted on all of
     ``trajectories``) and write the report into ``out``; ``time_step`` is the time between frames in
     ``time_unit``. ``compare``: other trajectories (same form, e.g. the molecule under another potential)
-    whose populations and MFPTs in these states are reported too (``numbers["states"]["compared"]``, a
-    section named ``compare_label``; :meth:`~sciml.koopman.states.MetastableStates.statistics_of`).
+    whose populations and MFPTs in these states are reported too (``numbers["states"]["compared"]`` and a
+    section of the report; :meth:`~sciml.koopman.states.MetastableStates.statistics_of`).
     Returns the report's numbers (what ``report.json`` holds)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -75,10 +74,8 @@ def kinetics_report(
     }  # fmt: skip
     if compare is not None:
         other = states.statistics_of(estimator, compare)
-        numbers["states"]["compared"] = {
-            "label": compare_label, "trajectories": len(compare),
-            "populations": _bands(other.populations), "mfpt": _bands(other.mfpt),
-        }  # fmt: skip
+        numbers["states"]["compared"] = {"trajectories": len(compare), "populations": _bands(other.populations),
+                                         "mfpt": _bands(other.mfpt)}  # fmt: skip
     coordinates = eigenfunction_coordinates(estimator, trajectories, 2)
     figures = _plots(out, timescales, lags, lag, ck, coordinates, states, time_step, time_unit, processes)
     (out / "report.json").write_text(json.dumps(numbers, indent=1, default=_plain) + "\n")
@@ -205,7 +202,7 @@ def _markdown(numbers: dict, figures: dict[str, str]) -> str:
 def _compared_lines(compared: dict, count: int, unit: str) -> list[str]:
     """The Markdown section of another set of trajectories in the same states."""
     p, m = compared["populations"], compared["mfpt"]
-    lines = [f"### The same states in the {compared['label']} ({compared['trajectories']} trajectories)", "",
+    lines = [f"### The same states in the compared trajectories ({compared['trajectories']} trajectories)", "",
              "| state | population | " + " | ".join(f"MFPT -> {b} ({unit})" for b in range(count)) + " |",
              "| ---: | ---: |" + " ---: |" * count]  # fmt: skip
     for a in range(count):

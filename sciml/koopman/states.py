@@ -75,7 +75,7 @@ class MetastableStates:
         coordinates = eigenfunction_coordinates(estimator, trajectories, self.centres.shape[1])
         labels = [_nearest(self.centres, c) for c in coordinates]
         figures = functools.partial(_figures, memberships=self.memberships, active=self.active,
-                                    microstates=len(self.centres), time_step=self.time_step)  # fmt: skip
+                                    rows=_rows(self.active, len(self.centres)), time_step=self.time_step)  # fmt: skip
         msm = _msm(labels, self.lag)
         populations, mfpt = figures(msm, msm.count_model.state_symbols)
         drawn = _bootstrap(labels, self.lag, figures, self.n_states, self.samples, self.blocks, self.seed)
@@ -129,12 +129,11 @@ def metastable_states(
     msm = _msm(labels, lag)
     active = msm.count_model.state_symbols  # microstates of the largest connected set, in MSM order
     pcca = msm.pcca(n_states)
-    local = np.full(microstates, -1)
-    local[active] = np.arange(len(active))
-    kept = [np.where(local[labels_r] >= 0, local[labels_r], -1) for labels_r in labels]
+    rows = _rows(active, microstates)
+    kept = [rows[labels_r] for labels_r in labels]
     if any(not np.any(pcca.memberships.argmax(1) == j) for j in range(n_states)):
         raise ValueError(f"PCCA+ left a state without microstates; try fewer states than {n_states}")
-    figures = functools.partial(_figures, memberships=pcca.memberships, active=active, microstates=microstates,
+    figures = functools.partial(_figures, memberships=pcca.memberships, active=active, rows=rows,
                                 time_step=time_step)  # fmt: skip
     populations, mfpt = figures(msm, active)
     drawn = _bootstrap(labels, lag, figures, n_states, samples, blocks, seed)
@@ -163,19 +162,25 @@ def _msm(labels: list[np.ndarray], lag: int):
     return MaximumLikelihoodMSM(reversible=True, lagtime=lag).fit(labels).fetch_model()
 
 
-def _figures(model, symbols: np.ndarray, memberships: np.ndarray, active: np.ndarray, microstates: int,
+def _rows(active: np.ndarray, microstates: int) -> np.ndarray:
+    """(microstates,): for each k-means label, its row in the memberships (its place in ``active``), -1 if the
+    label is outside the MSM's connected set."""
+    rows = np.full(microstates, -1)
+    rows[active] = np.arange(len(active))
+    return rows
+
+
+def _figures(model, symbols: np.ndarray, memberships: np.ndarray, active: np.ndarray, rows: np.ndarray,
              time_step: float) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """Populations and MFPTs (time units) of ``model``, an MSM whose states are the k-means labels ``symbols``,
-    in the metastable states given by PCCA+ ``memberships`` over the labels ``active``; labels outside
-    ``active`` belong to no state."""
+    in the metastable states given by PCCA+ ``memberships`` over the labels ``active`` (``rows``: their
+    :func:`_rows`); labels outside ``active`` belong to no state."""
     n_states = memberships.shape[1]
-    local = np.full(microstates, -1)
-    local[active] = np.arange(len(active))
     position = {int(symbol): k for k, symbol in enumerate(symbols)}
     chi = np.zeros((len(symbols), n_states))
     for symbol, k in position.items():
-        if local[symbol] >= 0:
-            chi[k] = memberships[local[symbol]]
+        if rows[symbol] >= 0:
+            chi[k] = memberships[rows[symbol]]
     populations = model.stationary_distribution @ chi
     hard = memberships.argmax(1)
     members = [[position[int(active[i])] for i in np.flatnonzero(hard == j) if int(active[i]) in position]
