@@ -60,6 +60,20 @@ def mace_training_seconds(log: Path) -> float:
     return (stamps[-1][0] - stamps[0][0]).total_seconds()
 
 
+def _epoch_seconds(log: Path) -> list[float]:
+    """Seconds from 'Started training' to each 'Epoch n:' line of MACE's log."""
+    stamps = _stamps(log)
+    return [(t - stamps[0][0]).total_seconds() for t, line in stamps if "INFO: Epoch " in line]
+
+
+def epochs_in_budget(seconds: list[float], budget_s: float) -> int:
+    """The epochs that fit in ``budget_s`` after a probe of two, from the training clock at the end of each
+    (``seconds``, from fit start): the first epoch, then the steady time per epoch. E2Former's probe is read
+    the same way, so both models train for the same time."""
+    first, second = seconds[:2]
+    return max(2, 1 + int((budget_s - first) / (second - first)))
+
+
 def mace_curve(log: Path, results: Path) -> list[dict]:
     """``[{epoch, minutes, force_mae_mev_per_a}]``: each validation of the run (MACE's JSON-lines results
     file ``*_train.txt``, ``mode: eval`` with an epoch: the evaluation before training has none) at the
@@ -85,8 +99,9 @@ def mace_curve(log: Path, results: Path) -> list[dict]:
 def train_mace(
     files: dict[str, Path], out: Path, budget_s: float, epochs: int | None, dtype: str, timed: Callable
 ) -> tuple[Path, int, float, list[dict]]:
-    """Train MACE in ``dtype`` for ``epochs`` (or as many as a probe epoch says fit in ``budget_s``); returns
-    the final (SWA-stage) model file, the epochs, the training seconds and the learning curve."""
+    """Train MACE in ``dtype`` for ``epochs`` (or as many as a two-epoch probe says fit in ``budget_s``,
+    :func:`epochs_in_budget`); returns the final (SWA-stage) model file, the epochs, the training seconds and
+    the learning curve."""
     if dtype not in DTYPES:
         raise ValueError(f"MACE dtype must be one of {DTYPES}, got {dtype!r}")
     out.mkdir(parents=True, exist_ok=True)
@@ -107,8 +122,8 @@ def train_mace(
         return timed([*command, *dirs, "--max_num_epochs", str(n_epochs), *swa], log, cwd=folder)
 
     if epochs is None:
-        run(1, out / "probe", out / "probe.log")
-        epochs = max(2, int(budget_s / mace_training_seconds(out / "probe.log")))
+        run(2, out / "probe", out / "probe.log")
+        epochs = epochs_in_budget(_epoch_seconds(out / "probe.log"), budget_s)
     run(epochs, out / "run", out / "train.log")
     seconds = mace_training_seconds(out / "train.log")
     models = sorted((out / "run" / "model").glob("*.model"))

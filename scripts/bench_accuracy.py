@@ -6,9 +6,9 @@ train 1500 frames at 500 K, valid 300 at 500 K, test 500 at 400 K and 500 at 600
 generated first (about 12 minutes on 2 cores; needs the ``data`` extra).
 
 Training: each model gets ``--budget`` minutes of wall-clock time on the same cores, counted from the start of
-training (validations included, the start-up before it not). Probe epochs (not counted) measure the time per
-epoch (MACE: one, from its log; E2Former: two on its training clock, the first and then the steady time), the
-number of epochs is what fits in the budget, and every model runs its last stage over the last 20 % of epochs:
+training (validations included, the start-up before it not). A probe of two epochs (not counted) measures the
+first epoch and then the steady time per epoch, on each model's training clock (MACE: its log); the number of
+epochs is what fits in the budget, and every model runs its last stage over the last 20 % of epochs:
 - E2Former: ``configs/e2former/aspirin_md.yaml`` (the library's defaults plus the data), in the precision its
   config trains in, ``trainer.max_time`` = budget;
 - MACE 0.3.16 in float64 **and** in float32 (its fastest setting; see ``_accuracy_mace.py``).
@@ -45,7 +45,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from _accuracy_mace import DTYPES, mace_files, mace_python, train_mace
+from _accuracy_mace import DTYPES, epochs_in_budget, mace_files, mace_python, train_mace
 from _results import add_result_arguments, markdown_table, recorded, write_results
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -238,8 +238,7 @@ def probe_epochs(sciml: list[str], out: Path, budget_s: float) -> int:
     folder = out / "probe"
     where = [f"--trainer.default_root_dir={folder}", f"--trainer.logger.save_dir={folder}"]
     timed([*sciml, "--trainer.max_epochs=2", *where], out / "probe.log")
-    first, second = [point["minutes"] * 60 for point in e2former_curve(folder)][:2]
-    return max(2, 1 + int((budget_s - first) / (second - first)))
+    return epochs_in_budget([point["minutes"] * 60 for point in e2former_curve(folder)], budget_s)
 
 
 def evaluate(kind: str, model: Path, python: str, md_ps: float, log: Path, max_frames: int = 0) -> dict:
@@ -338,7 +337,7 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=40.0, help="training minutes per model")
     parser.add_argument("--md-ps", type=float, default=10.0)
     parser.add_argument("--out", default=str(ROOT / "runs" / "bench_accuracy"))
-    parser.add_argument("--epochs-e2former", type=int, help="skip the probe epoch")
+    parser.add_argument("--epochs-e2former", type=int, help="skip the probe epochs")
     parser.add_argument("--epochs-mace", type=int, help="skip the probe epochs (both precisions)")
     parser.add_argument("--mace-dtypes", nargs="+", choices=DTYPES, help=f"default {list(DTYPES)}; --smoke: none")
     parser.add_argument("--ablation", type=float, help="instead: train each E2Former variant for this many minutes")
@@ -433,7 +432,7 @@ def compare(args, out: Path) -> None:
     sections = [
         f"Aspirin (GFN2-xTB, `data/aspirin_md/`): train 1500 frames at 500 K, test 500 at 400 K and 500 at 600 K. "
         f"Every model trained for the same {args.budget:g} minutes of wall-clock time on the same cores (epochs from "
-        "a probe epoch each, the last stage over the last 20 % of them), evaluated through its ASE calculator in "
+        "a two-epoch probe each, the last stage over the last 20 % of them), evaluated through its ASE calculator in "
         f"float64; NVE: velocity Verlet, 0.5 fs, {args.md_ps:g} ps from the first validation frame at 500 K. "
         "E2Former: `configs/e2former/aspirin_md.yaml` (the library's defaults). MACE 0.3.16: 64x0e + 64x1o, L 1, "
         "2 interactions, correlation 3, in the precisions named. Ratios are against the better MACE row.",
