@@ -7,7 +7,7 @@ from sciml.active.exploration import Candidate, Exploration, ExplorationSettings
 from sciml.active.loop import ActiveLearning, LearningSettings
 from sciml.active.oracles import Oracle, OracleFailure, PySCFCalculator, gfn2_xtb, oracle_by_name, pyscf_dft
 from sciml.active.store import LabelStore
-from sciml.active.structures import molecule_from_smiles, rattled_copies, read_structure
+from sciml.active.structures import conformers_from_smiles, molecule_from_smiles, rattled_copies, read_structure
 from sciml.active.training import TrainingSettings, train_round
 
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "OracleFailure",
     "PySCFCalculator",
     "TrainingSettings",
+    "conformers_from_smiles",
     "explore",
     "gfn2_xtb",
     "molecule_from_smiles",

@@ -8,7 +8,14 @@ import numpy as np
 import pytest
 from ase import Atoms
 
-from sciml.active import OracleFailure, gfn2_xtb, molecule_from_smiles, pyscf_dft, rattled_copies
+from sciml.active import (
+    OracleFailure,
+    conformers_from_smiles,
+    gfn2_xtb,
+    molecule_from_smiles,
+    pyscf_dft,
+    rattled_copies,
+)
 from sciml.active.oracles import PySCFCalculator
 
 WATER = Atoms("OH2", positions=[[0.0, 0.0, 0.0], [0.97, 0.0, 0.0], [-0.25, 0.93, 0.0]])
@@ -68,6 +75,18 @@ def test_smiles_start_has_hydrogens_and_force_field_geometry():
     assert ethanol.get_distance(*carbons) == pytest.approx(1.51, abs=0.03)  # MMFF C-C single bond
     with pytest.raises(ValueError, match="cannot parse the SMILES string 'C1CC'"):
         molecule_from_smiles("C1CC")
+
+
+def test_conformers_of_ethanol_are_its_three_oh_rotamers_the_first_the_smiles_start():
+    conformers = conformers_from_smiles("CCO", 5)  # ethanol has three minima: fewer come back
+    hydroxyl_h = next(i for i in range(len(conformers[0])) if conformers[0].get_distance(2, i) < 1.1 and i != 2)
+    torsions = sorted(round(atoms.get_dihedral(0, 1, 2, hydroxyl_h)) % 360 for atoms in conformers)
+    assert len(conformers) == 3 and torsions == pytest.approx([60, 180, 300], abs=15)  # g+, trans, g-
+    assert np.allclose(conformers[0].positions, molecule_from_smiles("CCO").positions)
+    assert all("mmff_energy" in atoms.info for atoms in conformers[1:])
+    assert len(conformers_from_smiles("CCO", 1)) == 1
+    with pytest.raises(ValueError, match="count >= 1"):
+        conformers_from_smiles("CCO", 0)
 
 
 def test_rattled_copies_rise_to_the_largest_displacement():
