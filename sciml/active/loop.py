@@ -1,14 +1,17 @@
 """The on-the-fly learning loop behind ``sciml learn``.
 
-Round 0 labels a seed set (rattled copies of the start structure, or the frames of a given dataset). Every
-round r >= 1 then
+Round 0 labels a seed set (rattled copies of the start structure, or the frames of a given dataset). There
+may be several start structures (conformers: :func:`~sciml.active.structures.conformers_from_smiles`); the
+rattled copies are then shared among them. Every round r >= 1 then
 
 1. trains on everything labelled so far (:func:`~sciml.active.training.train_round`), from round r - 1's
    weights;
 2. explores: ramped ML Langevin MD with that model (:func:`~sciml.active.exploration.explore`); a run that
-   ends early (a young model soon leaves what it knows) is followed by new ones from the start with other
-   velocities until the round has ``cap`` frames or has used the steps of one full run;
-3. stops when the whole run stayed at or below the threshold (converged), else labels the frames
+   ends early (a young model soon leaves what it knows) is followed by new ones with other velocities until
+   the round has ``cap`` frames or has used the steps of one full run per start. With several starts the runs
+   take them in turn (round r begins with start r - 1, modulo their number), and a full run ends the round
+   only once every start has had a run;
+3. stops when one run from every start stayed whole at or below the threshold (converged), else labels the frames
    :func:`~sciml.active.exploration.select_frames` picks, each with its round, uncertainty and reason
    (:class:`~sciml.active.store.LabelStore`), and goes on to round r + 1 (at most ``rounds``).
 
@@ -29,7 +32,7 @@ import json
 import math
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -110,10 +113,12 @@ class ActiveLearning:
         return self.state["rounds"][round - 1]
 
     # --- the loop ----------------------------------------------------------------------------------------
-    def run(self, start: Atoms, dataset: list[Atoms] | None = None) -> Path:
-        """Learn from ``start`` (the MD start structure) and, when given, the labelled ``dataset`` (the seed set
-        instead of rattled copies); returns the final model checkpoint."""
-        self._seed(start, dataset)
+    def run(self, start: Atoms | Sequence[Atoms], dataset: list[Atoms] | None = None) -> Path:
+        """Learn from ``start`` (the MD start structure, or several of the same atoms: conformers) and, when
+        given, the labelled ``dataset`` (the seed set instead of rattled copies); returns the final model
+        checkpoint."""
+        starts = _starts(start)
+        self._seed(starts, dataset)
         previous = None
         for round in range(1, self.settings.rounds + 1):
             record = self._round_record(round)
@@ -124,7 +129,7 @@ class ActiveLearning:
                             self.settings.training, round, previous)  # fmt: skip
             previous = checkpoint
             record["frames_trained"] = record.get("frames_trained", len(self.store.labelled))
-            candidates = self._candidates(round, record, start, checkpoint)
+            candidates = self._candidates(round, record, starts, checkpoint)
             if record["below_threshold"]:
                 self.state["converged"] = True
                 self._save_state()
@@ -149,21 +154,27 @@ class ActiveLearning:
         self.report(f"wrote {model} and the store {self.store.labelled_path}")
         return model
 
-    def _seed(self, start: Atoms, dataset: list[Atoms] | None) -> None:
+    def _seed(self, starts: list[Atoms], dataset: list[Atoms] | None) -> None:
         if dataset is not None:
             for index, frame in enumerate(dataset):
                 if f"dataset-{index}" not in self.store.keys:
                     self.store.add(labelled_copy(frame, index), f"dataset-{index}", 0, float("nan"), "given dataset",
                                    "dataset")  # fmt: skip
             return
-        copies = rattled_copies(start, self.settings.seed_frames, self.settings.seed_displacement, self.settings.seed)
-        pending = [(f"seed-{k}", atoms) for k, atoms in enumerate(copies) if f"seed-{k}" not in self.store.keys]
-        for key, atoms in pending:
-            self._label_one(atoms, key, 0, float("nan"), "seed: rattled start structure")
+        pending = []
+        for index, start in enumerate(starts):  # seed_frames shared: the first starts take the remainder
+            count = self.settings.seed_frames // len(starts) + (index < self.settings.seed_frames % len(starts))
+            copies = rattled_copies(start, count, self.settings.seed_displacement, self.settings.seed + index)
+            prefix = f"seed-start{index}" if index else "seed"  # start 0's keys as in a run with one start
+            reason = "seed: rattled start structure" + (f" {index}" if index else "")
+            pending += [(f"{prefix}-{k}", atoms, reason) for k, atoms in enumerate(copies)]
+        pending = [item for item in pending if item[0] not in self.store.keys]
+        for key, atoms, reason in pending:
+            self._label_one(atoms, key, 0, float("nan"), reason)
         if pending:
             self._progress(0, f"seed set labelled ({len(self.store.labelled)} frames)")
 
-    def _candidates(self, round: int, record: dict, start: Atoms, checkpoint: Path) -> list[tuple[str, Atoms]]:
+    def _candidates(self, round: int, record: dict, starts: list[Atoms], checkpoint: Path) -> list[tuple[str, Atoms]]:
         """The frames round ``round`` picked (read back when its exploration already ran)."""
         path = checkpoint.parent / "candidates.extxyz"
         if "below_threshold" in record and path.exists():
@@ -175,16 +186,20 @@ class ActiveLearning:
 
         calculator = SciMLCalculator.from_checkpoint(checkpoint, uncertainty=True)
         settings = self.settings.exploration
-        self.report(f"round {round}: exploring (up to {settings.steps} MD steps)")
+        budget, n = settings.steps * len(starts), len(starts)
+        self.report(f"round {round}: exploring (up to {budget} MD steps" + (f" from {n} starts)" if n > 1 else ")"))
         runs, frames = [], []
         while True:  # runs that end early are followed by new ones (other velocities) until the cap or budget
             seed = self.settings.seed + 1000 * round + len(runs)
-            found = self._timed("md", explore, start, calculator, settings, seed, self.on_md_step)
+            origin = (round - 1 + len(runs)) % n
+            found = self._timed("md", explore, starts[origin], calculator, settings, seed, self.on_md_step)
             picked = select_frames(found.candidates, settings.cap - len(frames), settings.spacing_fs)
             last = found.candidates[-1] if found.stopped and not found.broken and found.candidates else None
-            frames += [_candidate_frame(candidate, round, len(runs), candidate is last) for candidate in picked]
+            frames += [_candidate_frame(candidate, round, len(runs), candidate is last, origin if n > 1 else None)
+                       for candidate in picked]  # fmt: skip
             runs.append(found)
-            if not found.stopped or len(frames) >= settings.cap or sum(r.steps for r in runs) >= settings.steps:
+            whole = not found.stopped and len(runs) >= n  # a full run, and every start has had one
+            if whole or len(frames) >= settings.cap or sum(r.steps for r in runs) >= budget:
                 break
         temporary = path.with_suffix(".partial")
         temporary.write_text("")
@@ -194,7 +209,7 @@ class ActiveLearning:
         record.update(md_steps=sum(r.steps for r in runs), runs=len(runs), max_uncertainty=max(r.max_uncertainty
                       for r in runs), stopped=sum(r.stopped for r in runs), broken=sum(r.broken for r in runs),
                       candidates=sum(len(r.candidates) for r in runs), picked=len(frames),
-                      below_threshold=len(runs) == 1 and runs[0].below_threshold)  # fmt: skip
+                      below_threshold=len(runs) == n and all(r.below_threshold for r in runs))  # fmt: skip
         self._save_state()
         return [(frame.info["key"], frame) for frame in frames]
 
@@ -246,10 +261,23 @@ def labelled_copy(frame: Atoms, index: int) -> Atoms:
     return copy
 
 
-def _candidate_frame(candidate: Candidate, round: int, run: int, stopped_run: bool) -> Atoms:
+def _starts(start: Atoms | Sequence[Atoms]) -> list[Atoms]:
+    starts = [start] if isinstance(start, Atoms) else list(start)
+    if not starts:
+        raise ValueError("active learning needs at least one start structure")
+    for index, other in enumerate(starts[1:], 1):
+        if list(other.numbers) != list(starts[0].numbers):
+            raise ValueError(f"start structure {index} has other atoms than start 0 (the starts must be conformers "
+                             "of one molecule, atoms in the same order)")  # fmt: skip
+    return starts
+
+
+def _candidate_frame(candidate: Candidate, round: int, run: int, stopped_run: bool, origin: int | None) -> Atoms:
     frame = candidate.atoms.copy()
     reason = (f"force uncertainty {candidate.uncertainty:.3f} eV/Å above the threshold at "
               f"{candidate.temperature:.0f} K, MD run {run} step {candidate.step}")  # fmt: skip
+    if origin is not None:
+        reason += f" from start {origin}"
     if stopped_run:
         reason += " (stopped the run)"
     frame.info.update(

@@ -1,4 +1,5 @@
-"""Molecular dynamics of R independent replicas of one system, advanced together in torch: one batched
+"""Molecular dynamics of R independent replicas of one system (from one start structure or several of its
+conformers), advanced together in torch: one batched
 energy + forces call per step (:class:`~sciml.calculators.replicas.BatchedPotential`) where ASE's integrators
 would make R.
 
@@ -26,7 +27,7 @@ exactly as the uninterrupted one would have.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -104,7 +105,7 @@ def maxwell_boltzmann(
 
 def run_replicas(
     potential: Potential,
-    start: Atoms,
+    start: Atoms | Sequence[Atoms],
     replicas: int,
     settings: ReplicaSettings,
     directory: str | Path | None = None,
@@ -115,6 +116,8 @@ def run_replicas(
     ``resume``, continue the run in ``directory`` from its last common step for ``settings.steps`` more.
 
     Args:
+        start: one structure, or several of the same atoms in the same order (conformers): replica r starts
+            from ``start[r % len(start)]``.
         potential: ``positions (R, N, 3) -> (energy (R,) eV, forces (R, N, 3) eV/Å)``, e.g. a
             :class:`~sciml.calculators.replicas.BatchedPotential`.
         directory: where the per-replica trajectories go (module docstring); ``None`` writes none.
@@ -125,6 +128,10 @@ def run_replicas(
         ``state`` (the final :class:`ReplicaState`), ``temperature`` and ``potential_energy`` (records x R),
         ``total_energy`` (records x R, eV), ``steps``, ``replica_steps_per_s``.
     """
+    starts = [start] if isinstance(start, Atoms) else list(start)
+    if not starts or any(list(other.numbers) != list(starts[0].numbers) for other in starts):
+        raise ValueError("run_replicas needs one start structure, or several with the same atoms in the same order")
+    start = starts[0]
     masses = torch.tensor(start.get_masses(), dtype=torch.float64)
     paths = _paths(directory, replicas)
     if resume:
@@ -132,7 +139,8 @@ def run_replicas(
     else:
         if paths and any(path.exists() and path.stat().st_size for path in paths):
             raise FileExistsError(f"'{directory}' already holds replica trajectories; resume them or choose another")
-        positions = torch.tensor(start.positions, dtype=torch.float64).expand(replicas, -1, -1).clone()
+        positions = torch.tensor(np.stack([starts[r % len(starts)].positions for r in range(replicas)]),
+                                 dtype=torch.float64)  # fmt: skip
         velocities = maxwell_boltzmann(replicas, masses, settings.temperature, settings.seed, settings.fix_com)
         state = ReplicaState(positions, velocities)
     dt = settings.timestep * units.fs

@@ -3,7 +3,8 @@
     sciml learn --smiles 'CC(=O)Oc1ccccc1C(=O)O' --temperature 500 --directory runs/learn-aspirin
     sciml learn --config configs/learn/aspirin.yaml
 
-Starts from a SMILES string (RDKit ETKDG + MMFF), a structure file (``--structure``) or a labelled dataset
+Starts from a SMILES string (RDKit ETKDG + MMFF; ``--conformers N`` explores from up to N distinct
+conformers), a structure file (``--structure``) or a labelled dataset
 (``--dataset``); labels with GFN2-xTB (``--oracle gfn2-xtb``, the default) or PySCF DFT (``--oracle pyscf
 --xc PBE --basis def2-SVP``); trains, explores with ramped ML Langevin MD and labels the frames above
 ``--threshold`` until a whole exploration run stays below it (:mod:`sciml.active.loop`). Running the same
@@ -42,6 +43,8 @@ def add_learning_arguments(parser: argparse.ArgumentParser) -> None:
     start.add_argument("--structure", help="a structure file ASE reads (--index picks the frame)")
     start.add_argument("--dataset", help="labelled frames (extxyz, .traj) as the seed set; MD starts at the first")
     add("--index", type=int, default=-1, help="frame of --structure")
+    add("--conformers", type=int, default=1,
+        help="with --smiles: explore from up to this many distinct MMFF conformers, in turn")  # fmt: skip
     add("--directory", default="runs/learn", help="run directory: the store, checkpoints, state (resumed)")
     oracle = parser.add_argument_group("oracle")
     oracle.add_argument("--oracle", default="gfn2-xtb", choices=("gfn2-xtb", "pyscf"))
@@ -100,13 +103,15 @@ def parse(args: list[str], build: Callable[[], argparse.ArgumentParser] = parser
     options = first.parse_args(args)
     if sum(value is not None for value in (options.smiles, options.structure, options.dataset)) != 1:
         first.error("give exactly one of --smiles, --structure or --dataset")
+    if options.conformers < 1 or (options.conformers > 1 and not options.smiles):
+        first.error("--conformers must be >= 1, and more than 1 only with --smiles")
     return options
 
 
 def main(args: list[str]) -> dict:
     options = parse(args)
-    loop, start, dataset, bar = learning_loop(options)
-    loop.run(start, dataset)
+    loop, starts, dataset, bar = learning_loop(options)
+    loop.run(starts, dataset)
     bar.close()
     summary = loop.summary()
     (Path(options.directory) / "summary.json").write_text(json.dumps(summary, indent=1))
@@ -114,24 +119,28 @@ def main(args: list[str]) -> dict:
 
 
 def learning_loop(options: argparse.Namespace, directory: str | Path | None = None) -> tuple:
-    """``(ActiveLearning, start structure, dataset or None, progress bar)`` from the parsed options; the loop runs
-    in ``directory`` (default ``options.directory``)."""
+    """``(ActiveLearning, start structures, dataset or None, progress bar)`` from the parsed options; the loop
+    runs in ``directory`` (default ``options.directory``)."""
     try:
         from sciml.active import ActiveLearning, oracle_by_name
-        from sciml.active.structures import molecule_from_smiles, read_structure
+        from sciml.active.structures import conformers_from_smiles, read_structure
 
         oracle_options = {"xc": options.xc, "basis": options.basis, "charge": options.charge, "spin": options.spin}
         oracle = oracle_by_name(options.oracle, **(oracle_options if options.oracle == "pyscf" else {}))
         dataset = None
         if options.smiles:
-            start, source = molecule_from_smiles(options.smiles, options.seed), f"smiles:{options.smiles}"
+            starts = conformers_from_smiles(options.smiles, options.conformers, options.seed)
+            source = f"smiles:{options.smiles}"
+            if options.conformers > 1:  # a run from one start keeps its source: it resumes as before
+                source += f" conformers:{options.conformers}"
         elif options.structure:
-            start, source = read_structure(options.structure, options.index), f"structure:{options.structure}"
+            starts = [read_structure(options.structure, options.index)]
+            source = f"structure:{options.structure}"
         else:
             import ase.io
 
             dataset, source = ase.io.read(options.dataset, index=":"), f"dataset:{options.dataset}"
-            start = read_structure(options.dataset, 0)
+            starts = [read_structure(options.dataset, 0)]
     except ImportError as error:
         sys.exit(f"sciml: {error}")
     exploration = ExplorationSettings(options.temperature, options.start_temperature, options.ramp_ps, options.hold_ps,
@@ -152,4 +161,4 @@ def learning_loop(options: argparse.Namespace, directory: str | Path | None = No
             bar.set_postfix_str(f"σ_F,max {uncertainty:.3f} eV/Å")
 
     loop = ActiveLearning(directory or options.directory, oracle, settings, report=tqdm.write, on_md_step=on_md_step)
-    return loop, start, dataset, bar
+    return loop, starts, dataset, bar

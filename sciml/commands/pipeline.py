@@ -54,7 +54,7 @@ def main(args: list[str]) -> dict:
     from sciml.pipelines.kinetics import SamplingSettings, structure_to_kinetics
 
     directory = Path(options.directory)
-    loop, start, dataset, bar = learning_loop(options, directory / "learn")
+    loop, starts, dataset, bar = learning_loop(options, directory / "learn")
     sampling = SamplingSettings(options.replicas, options.production_ps, options.equilibration_ps, options.temperature,
                                 options.md_timestep, options.md_friction, options.interval, options.seed)  # fmt: skip
     kinetics = {"lag": options.lag, "n_states": options.states, "atoms": atom_selection(options.atoms),
@@ -68,7 +68,7 @@ def main(args: list[str]) -> dict:
                                f"mean T {state['temperature'].mean():.0f} K")  # fmt: skip
 
     try:
-        record = structure_to_kinetics(directory, loop, start, dataset, sampling, kinetics, options.dtype,
+        record = structure_to_kinetics(directory, loop, starts, dataset, sampling, kinetics, options.dtype,
                                        options.device, tqdm.write, progress)  # fmt: skip
     finally:
         bar.close()

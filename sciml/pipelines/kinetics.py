@@ -6,7 +6,8 @@ Stages, each in its own folder of the run directory and each resumed where it st
 1. ``learn/``: a potential from on-the-fly learning (:class:`~sciml.active.ActiveLearning`: a SMILES string, a
    structure or a labelled dataset and an oracle; a given dataset with ``rounds=0`` trains on it alone);
 2. ``md/``: R replicas of Langevin MD with that potential (:func:`sample_replicas`; one batched model call per
-   step), the first ``equilibration_ps`` dropped from the copies in ``production/``;
+   step; with several start structures, conformers, replica r starts from start r modulo their number), the
+   first ``equilibration_ps`` dropped from the copies in ``production/``;
 3. ``kinetics/``: the report of :func:`~sciml.training.kinetics.molecular_kinetics` on ``production/``
    (timescales, CK test, states, populations and MFPTs with bootstrap intervals), not run again while
    ``pipeline.json`` holds a report of the same sampling and analysis settings.
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -55,12 +56,13 @@ class SamplingSettings:
 
 def sample_replicas(
     potential: Potential,
-    start: Atoms,
+    start: Atoms | Sequence[Atoms],
     settings: SamplingSettings,
     directory: str | Path,
     on_record: Callable[[dict], None] | None = None,
 ) -> Path:
-    """Run (or finish) the replicas of ``settings`` from ``start`` with ``potential`` (positions (R, N, 3) Å ->
+    """Run (or finish) the replicas of ``settings`` from ``start`` (one structure, or several conformers taken
+    in turn by the replicas) with ``potential`` (positions (R, N, 3) Å ->
     energy (R,) eV, forces (R, N, 3) eV/Å: a trained model's :class:`~sciml.calculators.replicas.BatchedPotential`
     or a reference method's :class:`~sciml.calculators.calculator_potential.CalculatorPotential`) in
     ``<directory>/md``, and write the production frames (time >= ``equilibration_ps``) to
@@ -124,7 +126,7 @@ class Stopwatch:
 def structure_to_kinetics(
     directory: str | Path,
     loop,
-    start: Atoms,
+    start: Atoms | Sequence[Atoms],
     dataset: list[Atoms] | None,
     sampling: SamplingSettings,
     kinetics: dict | None = None,
@@ -137,7 +139,8 @@ def structure_to_kinetics(
 
     Args:
         loop: an :class:`~sciml.active.ActiveLearning` in ``<directory>/learn`` (its oracle and settings).
-        start: the MD start structure; ``dataset``: labelled frames for the seed set (or ``None``).
+        start: the MD start structure, or several conformers (of exploration and of the replicas);
+            ``dataset``: labelled frames for the seed set (or ``None``).
         kinetics: keyword arguments of :func:`~sciml.training.kinetics.molecular_kinetics` (lag, n_states, atoms, ...).
         dtype, device: of the potential in the sampling stage.
 
@@ -153,7 +156,8 @@ def structure_to_kinetics(
     watch = Stopwatch(directory / "pipeline.json")
     model = watch.time("learn", loop.run, start, dataset)
     report(f"stage 1 of 3: potential {model} ({watch.record['seconds']['learn']:.0f} s)")
-    potential = BatchedPotential(load_model(model, device), start.numbers, start.cell[:], start.pbc, device=device,
+    first = start if isinstance(start, Atoms) else start[0]
+    potential = BatchedPotential(load_model(model, device), first.numbers, first.cell[:], first.pbc, device=device,
                                  dtype=dtype)  # fmt: skip
     speeds: list[float] = []
 

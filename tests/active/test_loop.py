@@ -7,6 +7,7 @@ import json
 import sys
 
 import ase.io
+import numpy as np
 import pytest
 from ase import Atoms
 
@@ -155,3 +156,40 @@ def test_a_round_whose_runs_end_early_starts_new_ones_until_the_cap(tmp_path, mo
     assert state["runs"] == 4 and state["picked"] == 4 and state["md_steps"] == 80
     keys = [frame.info["key"] for frame in ase.io.read(tmp_path / "labelled.extxyz", index="8:")]
     assert keys == [f"round1-run{r}-step20" for r in range(4)]
+
+
+def test_several_starts_share_the_seed_set_take_turns_and_converge_only_when_every_start_does(tmp_path, monkeypatch):
+    from sciml.active import Candidate, Exploration, loop
+
+    turned = WATER.copy()
+    turned.positions[2] = [-0.25, -0.93, 0.0]  # another "conformer": the second H on the other side
+    starts, calls = [WATER, turned], []
+
+    def run(start, calculator, settings, seed, on_step):  # a full run; uncertain only where the test says
+        round, origin = seed // 1000, next(i for i, s in enumerate(starts) if np.allclose(s.positions, start.positions))
+        calls.append((round, origin))
+        uncertain = round == 1 or (round, origin) == (2, 0)
+        candidates = [Candidate(40, 20.0, 300.0, 1.0, start.copy())] if uncertain else []
+        return Exploration(settings.steps, 1.0 if uncertain else 1e-5, candidates)
+
+    monkeypatch.setattr(loop, "explore", run)
+    ActiveLearning(tmp_path, CountingOracle(), tiny_settings(rounds=3), report=lambda line: None).run(starts)
+    labelled = ase.io.read(tmp_path / "labelled.extxyz", index=":")
+    keys = [frame.info["key"] for frame in labelled]
+    assert keys[:8] == [f"seed-{k}" for k in range(4)] + [f"seed-start1-{k}" for k in range(4)]
+    assert np.abs(labelled[4].positions - turned.positions).max() < 0.2  # rattled around the second start
+    # each round's runs take the starts in turn, beginning one further each round; round 2 is not converged
+    # though its run from start 1 stayed below the threshold, round 3 is: both starts stayed below
+    assert calls == [(1, 0), (1, 1), (2, 1), (2, 0), (3, 0), (3, 1)]
+    assert [frame.info["reason"][-12:] for frame in labelled[8:]] == ["from start 0", "from start 1", "from start 0"]
+    state = json.loads((tmp_path / "state.json").read_text())
+    assert state["converged"] and [r["below_threshold"] for r in state["rounds"]] == [False, False, True]
+    with pytest.raises(ValueError, match="start structure 1 has other atoms"):
+        ActiveLearning(tmp_path / "other", CountingOracle(), tiny_settings(1)).run([WATER, Atoms("H2")])
+
+
+def test_more_than_one_conformer_needs_a_smiles_start(capsys):
+    assert learn.parse(["--smiles", "CCO", "--conformers", "3"]).conformers == 3
+    with pytest.raises(SystemExit):
+        learn.parse(["--structure", "start.xyz", "--conformers", "3"])
+    assert "more than 1 only with --smiles" in capsys.readouterr().err

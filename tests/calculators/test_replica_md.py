@@ -90,6 +90,18 @@ def test_runs_are_reproducible_replicas_differ_and_a_resumed_run_continues_exact
         run_replicas(SpringChain(start), start, 3, half, tmp_path / "split")
 
 
+def test_replicas_take_several_start_structures_in_turn_and_refuse_other_atoms(tmp_path):
+    first, second = chain(), chain()
+    second.positions[:, 1] += 0.3  # another conformer of the same atoms
+    settings = ReplicaSettings("langevin", timestep=1.0, steps=0, temperature=300, interval=10)
+    run_replicas(SpringChain(first), [first, second], 3, settings, tmp_path)
+    starts = [ase.io.read(tmp_path / f"replica_{r:03d}.extxyz", index=0).positions for r in range(3)]
+    assert np.allclose(starts[0], first.positions) and np.allclose(starts[2], first.positions)
+    assert np.allclose(starts[1], second.positions)
+    with pytest.raises(ValueError, match="same atoms in the same order"):
+        run_replicas(SpringChain(first), [first, chain(4)], 2, settings)
+
+
 @pytest.mark.parametrize("system", ["molecule", "crystal"])
 def test_the_batched_potential_equals_the_calculator_for_each_replica(system):
     torch.manual_seed(0)
