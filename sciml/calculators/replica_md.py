@@ -1,7 +1,6 @@
 """Molecular dynamics of R independent replicas of one system (from one start structure or several of its
-conformers), advanced together in torch: one batched
-energy + forces call per step (:class:`~sciml.calculators.replicas.BatchedPotential`) where ASE's integrators
-would make R.
+conformers), advanced together in torch: one batched energy + forces call per step
+(:class:`~sciml.calculators.replicas.BatchedPotential`) where ASE's integrators would make R.
 
 Integrators (settings in fs, K and 1/fs; inside, ASE's units: Å, amu, eV):
 
@@ -116,10 +115,10 @@ def run_replicas(
     ``resume``, continue the run in ``directory`` from its last common step for ``settings.steps`` more.
 
     Args:
-        start: one structure, or several of the same atoms in the same order (conformers): replica r starts
-            from ``start[r % len(start)]``.
         potential: ``positions (R, N, 3) -> (energy (R,) eV, forces (R, N, 3) eV/Å)``, e.g. a
             :class:`~sciml.calculators.replicas.BatchedPotential`.
+        start: one structure, or several of the same atoms in the same order (conformers): replica r starts
+            from ``start[r % len(start)]``.
         directory: where the per-replica trajectories go (module docstring); ``None`` writes none.
         on_record: called every ``interval`` steps with ``{"step", "time_fs", "temperature" (R,) K,
             "potential_energy" (R,) eV, "replica_steps_per_s"}``.
