@@ -78,8 +78,6 @@ def mace_curve(log: Path, results: Path) -> list[dict]:
     """``[{epoch, minutes, force_mae_mev_per_a}]``: each validation of the run (MACE's JSON-lines results
     file ``*_train.txt``, ``mode: eval`` with an epoch: the evaluation before training has none) at the
     wall-clock minutes its 'Epoch n:' log line was written."""
-    stamps = _stamps(log)
-    start, epochs = stamps[0][0], [(t, line) for t, line in stamps if "INFO: Epoch " in line]
     evaluations = []
     for path in sorted(results.glob("*_train.txt")):
         for line in path.read_text().splitlines():
@@ -89,10 +87,10 @@ def mace_curve(log: Path, results: Path) -> list[dict]:
     return [
         {
             "epoch": int(record["epoch"]),
-            "minutes": (t - start).total_seconds() / 60,
+            "minutes": seconds / 60,
             "force_mae_mev_per_a": 1e3 * record["mae_f"],
         }
-        for record, (t, _) in zip(evaluations, epochs, strict=False)
+        for record, seconds in zip(evaluations, _epoch_seconds(log), strict=False)
     ]
 
 
