@@ -45,6 +45,7 @@ from sciml.active.oracles import Oracle, OracleFailure
 from sciml.active.store import LabelStore
 from sciml.active.structures import rattled_copies
 from sciml.active.training import TrainingSettings, train_round
+from sciml.calculators.replica_md import start_structures
 
 PHASES = ("oracle", "training", "md")
 
@@ -117,7 +118,7 @@ class ActiveLearning:
         """Learn from ``start`` (the MD start structure, or several of the same atoms: conformers) and, when
         given, the labelled ``dataset`` (the seed set instead of rattled copies); returns the final model
         checkpoint."""
-        starts = _starts(start)
+        starts = start_structures(start)
         self._seed(starts, dataset)
         previous = None
         for round in range(1, self.settings.rounds + 1):
@@ -259,17 +260,6 @@ def labelled_copy(frame: Atoms, index: int) -> Atoms:
     copy = Atoms(frame.numbers, frame.positions, cell=frame.cell, pbc=frame.pbc)
     copy.calc = SinglePointCalculator(copy, energy=energy, forces=forces)
     return copy
-
-
-def _starts(start: Atoms | Sequence[Atoms]) -> list[Atoms]:
-    starts = [start] if isinstance(start, Atoms) else list(start)
-    if not starts:
-        raise ValueError("active learning needs at least one start structure")
-    for index, other in enumerate(starts[1:], 1):
-        if list(other.numbers) != list(starts[0].numbers):
-            raise ValueError(f"start structure {index} has other atoms than start 0 (the starts must be conformers "
-                             "of one molecule, atoms in the same order)")  # fmt: skip
-    return starts
 
 
 def _candidate_frame(candidate: Candidate, round: int, run: int, stopped_run: bool, origin: int | None) -> Atoms:

@@ -102,6 +102,19 @@ def maxwell_boltzmann(
     return remove_com_velocity(velocities, masses) if fix_com else velocities
 
 
+def start_structures(start: Atoms | Sequence[Atoms]) -> list[Atoms]:
+    """``start`` as a list of start structures: one, or several conformers of one molecule (the same atoms in
+    the same order; an error names the first that is not)."""
+    starts = [start] if isinstance(start, Atoms) else list(start)
+    if not starts:
+        raise ValueError("at least one start structure is needed")
+    for index, other in enumerate(starts[1:], 1):
+        if list(other.numbers) != list(starts[0].numbers):
+            raise ValueError(f"start structure {index} has other atoms than start 0: several starts must be "
+                             "conformers of one molecule, the same atoms in the same order")  # fmt: skip
+    return starts
+
+
 def run_replicas(
     potential: Potential,
     start: Atoms | Sequence[Atoms],
@@ -127,9 +140,7 @@ def run_replicas(
         ``state`` (the final :class:`ReplicaState`), ``temperature`` and ``potential_energy`` (records x R),
         ``total_energy`` (records x R, eV), ``steps``, ``replica_steps_per_s``.
     """
-    starts = [start] if isinstance(start, Atoms) else list(start)
-    if not starts or any(list(other.numbers) != list(starts[0].numbers) for other in starts):
-        raise ValueError("run_replicas needs one start structure, or several with the same atoms in the same order")
+    starts = start_structures(start)
     start = starts[0]
     masses = torch.tensor(start.get_masses(), dtype=torch.float64)
     paths = _paths(directory, replicas)

@@ -26,7 +26,7 @@ from pathlib import Path
 import ase.io
 from ase import Atoms
 
-from sciml.calculators.replica_md import Potential, ReplicaSettings, run_replicas
+from sciml.calculators.replica_md import Potential, ReplicaSettings, run_replicas, start_structures
 from sciml.data.files import read_complete_frames
 
 
@@ -156,7 +156,7 @@ def structure_to_kinetics(
     watch = Stopwatch(directory / "pipeline.json")
     model = watch.time("learn", loop.run, start, dataset)
     report(f"stage 1 of 3: potential {model} ({watch.record['seconds']['learn']:.0f} s)")
-    first = start if isinstance(start, Atoms) else start[0]
+    first = start_structures(start)[0]
     potential = BatchedPotential(load_model(model, device), first.numbers, first.cell[:], first.pbc, device=device,
                                  dtype=dtype)  # fmt: skip
     speeds: list[float] = []
