@@ -118,6 +118,10 @@ class ActiveLearning:
         """Learn from ``start`` (the MD start structure, or several of the same atoms: conformers) and, when
         given, the labelled ``dataset`` (the seed set instead of rattled copies); returns the final model
         checkpoint."""
+        if self.settings.rounds < 0:
+            raise ValueError(f"rounds is {self.settings.rounds}: give 0 (train on the seed set only) or more")
+        if self.settings.rounds == 0 and not self.settings.training.final_epochs:
+            raise ValueError("rounds 0 and final_epochs 0 train no model: give rounds >= 1 or final_epochs >= 1")
         starts = start_structures(start)
         self._seed(starts, dataset)
         previous = None
@@ -141,7 +145,11 @@ class ActiveLearning:
             self._save_state()
             self._progress(round, f"labelled {record['labelled']} of {len(candidates)} picked")
         else:
-            self.report(f"not converged after {self.settings.rounds} rounds (more --rounds continue the run)")
+            if self.settings.rounds:
+                self.report(f"not converged after {self.settings.rounds} rounds (more --rounds continue the run)")
+            else:
+                self.report(f"no exploration rounds: the final model trains on the {len(self.store.labelled)} "
+                            "seed frames")  # fmt: skip
         final = self.directory / "final" / "model.ckpt"
         epochs = self.settings.training.final_epochs
         if epochs and not (final.exists() and self.state.get("final_from") == str(previous)):

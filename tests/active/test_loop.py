@@ -80,6 +80,21 @@ def test_the_loop_labels_each_round_and_resumes_without_relabelling_or_retrainin
     assert (tmp_path / "final" / "model.ckpt").stat().st_mtime_ns > trained[tmp_path / "final" / "model.ckpt"]
 
 
+def test_no_exploration_rounds_trains_the_final_model_on_the_seed_set_and_says_so(tmp_path):
+    oracle, lines = CountingOracle(), []
+    final = ActiveLearning(tmp_path, oracle, tiny_settings(rounds=0), report=lines.append).run(WATER)
+    assert oracle.calls == 8 and final.exists() and (tmp_path / "final" / "model.ckpt").exists()
+    assert any("no exploration rounds: the final model trains on the 8 seed frames" in line for line in lines)
+    assert not any("not converged" in line for line in lines)
+    settings = tiny_settings(rounds=0)
+    settings.training.final_epochs = 0
+    with pytest.raises(ValueError, match="rounds 0 and final_epochs 0 train no model"):
+        ActiveLearning(tmp_path / "none", CountingOracle(), settings).run(WATER)
+    with pytest.raises(ValueError, match="rounds is -1"):
+        ActiveLearning(tmp_path / "negative", CountingOracle(), tiny_settings(rounds=-1)).run(WATER)
+    assert not (tmp_path / "none" / "labelled.extxyz").exists()  # refused before any label
+
+
 def test_an_interrupted_run_resumes_with_only_the_missing_labels_and_failures_are_recorded(tmp_path):
     interrupted = CountingOracle(fail_on=(5,), error=KeyboardInterrupt)
     with pytest.raises(KeyboardInterrupt):
