@@ -44,9 +44,9 @@ from ase import Atoms, units
 from ase.calculators.singlepoint import SinglePointCalculator
 from ase.constraints import FixCom
 from ase.md.langevin import Langevin
-from ase.neighborlist import NeighborList, natural_cutoffs
 
 from sciml.active import ActiveLearning, ExplorationSettings, LearningSettings, TrainingSettings, gfn2_xtb, train_round
+from sciml.active.exploration import covalent_bonds
 from sciml.active.structures import molecule_from_smiles
 from sciml.calculators import SciMLCalculator, load_model
 from sciml.calculators.calibration import calibration_report
@@ -106,11 +106,10 @@ def evaluate(checkpoint: Path, frames: list[Atoms]) -> tuple[dict, object]:
     return figures, report
 
 
-def covalent_bonds(atoms: Atoms) -> set[tuple[int, int]]:
-    """Pairs closer than 1.2 x the sum of ASE's natural (covalent) radii."""
-    neighbours = NeighborList(natural_cutoffs(atoms, mult=1.2), self_interaction=False, bothways=False)
-    neighbours.update(atoms)
-    return {(i, int(j)) for i in range(len(atoms)) for j in neighbours.get_neighbors(i)[0]}
+def bond_set(atoms: Atoms) -> set[tuple[int, int]]:
+    """The covalent bonds of ``atoms`` as the loop's exploration sees them (1.2 x the natural radii, no
+    neighbour-list skin: a skin of 0.3 Å would count 1-3 pairs near the cutoff as bonds that come and go)."""
+    return {(int(i), int(j)) for i, j in covalent_bonds(atoms)}
 
 
 def long_run(checkpoint: Path, start: Atoms, temperature: float, picoseconds: float, threshold: float) -> dict:
@@ -123,12 +122,12 @@ def long_run(checkpoint: Path, start: Atoms, temperature: float, picoseconds: fl
     atoms.set_constraint(FixCom())
     dynamics = Langevin(atoms, 0.5 * units.fs, temperature_K=temperature, friction=0.01 / units.fs, fixcm=False,
                         rng=np.random.default_rng(8))  # fmt: skip
-    bonds, steps = covalent_bonds(start), round(picoseconds * 2000)
+    bonds, steps = bond_set(start), round(picoseconds * 2000)
     largest, broken_at, begin = 0.0, None, time.perf_counter()
     for step in range(1, steps + 1):
         dynamics.run(1)
         largest = max(largest, float(np.max(calculator.results["forces_uncertainty"])))
-        if broken_at is None and step % 100 == 0 and covalent_bonds(atoms) != bonds:
+        if broken_at is None and step % 100 == 0 and bond_set(atoms) != bonds:
             broken_at = step
     seconds = time.perf_counter() - begin
     return {"ps": picoseconds, "steps": steps, "max_uncertainty": largest, "ratio_to_threshold": largest / threshold,

@@ -76,3 +76,17 @@ def test_selection_takes_the_most_uncertain_frames_spaced_in_time_up_to_the_cap(
 def test_bad_settings_are_refused():
     with pytest.raises(ValueError, match="threshold must be > 0"):
         ExplorationSettings(threshold=0.0)
+
+
+def test_thermal_motion_keeps_the_covalent_bonds_of_the_reference_md():
+    """GFN2-xTB aspirin MD at 600 K: no bond forms or breaks, so every frame has the 21 bonds of the first (a
+    neighbour-list skin would add 1-3 pairs near the cutoff that come and go with the thermal motion)."""
+    import ase.io
+
+    from sciml.active.exploration import covalent_bonds
+    from tests.conftest import ROOT
+
+    frames = ase.io.read(ROOT / "data" / "aspirin_md" / "test_600K.extxyz", index="::5")
+    first = {tuple(pair) for pair in covalent_bonds(frames[0]).tolist()}
+    assert len(first) == 21 and len(frames) == 100
+    assert all({tuple(pair) for pair in covalent_bonds(frame).tolist()} == first for frame in frames)
