@@ -32,7 +32,9 @@ class TrainingSettings:
     """``preset``: the E2Former size (:meth:`~sciml.models.E2Former.preset`); ``uncertainty``: ``"last-layer"``
     (one model, LLPR: the default, an MD step costs one model) or ``"committee"`` (``committee_size`` members,
     each step costs all of them); ``epochs`` for the first round, ``epochs_per_round`` after it (continuing
-    from the previous weights), ``final_epochs`` for the final model on everything labelled; ``cutoff`` in Å."""
+    from the previous weights), ``final_epochs`` for the final model on everything labelled; ``cutoff`` in Å;
+    ``force_samples``: the last-layer force uncertainty from that many posterior samples of the last layer
+    (:class:`~sciml.models.LastLayerUncertainty`; 0, the default: the cheaper energy rigidity)."""
 
     preset: str = "small"
     uncertainty: str = "last-layer"
@@ -44,6 +46,7 @@ class TrainingSettings:
     batch_size: int = 8
     validation_fraction: float = 0.15
     seed: int = 0
+    force_samples: int = 0
 
     def __post_init__(self) -> None:
         if self.uncertainty not in UNCERTAINTIES:
@@ -52,6 +55,18 @@ class TrainingSettings:
             raise ValueError(f"a committee needs at least 2 members, got committee_size={self.committee_size}")
         if not 0 < self.validation_fraction < 1:
             raise ValueError(f"validation_fraction must be in (0, 1), got {self.validation_fraction}")
+        if self.force_samples < 0:
+            raise ValueError(f"force_samples must be 0 (energy rigidity) or a sample count, got {self.force_samples}")
+
+
+def round_data(frames: str | Path, settings: TrainingSettings, round: int) -> AtomsDataModule:
+    """The data module of one round: ``frames`` (extxyz) split at random into training and validation
+    (``settings.validation_fraction``) with the round's seed, as :func:`train_round` trains on it."""
+    validation = settings.validation_fraction
+    return AtomsDataModule(
+        paths=str(frames), cutoff=settings.cutoff, split=(1 - validation, validation, 0.0), split_mode="random",
+        seed=settings.seed + round, batch_size=settings.batch_size,
+    )  # fmt: skip
 
 
 def train_round(
@@ -67,11 +82,7 @@ def train_round(
     neighbour count stay those of the first round; the energy reference is re-levelled at every validation).
     ``epochs``: default ``settings.epochs`` without ``previous``, ``settings.epochs_per_round`` with it."""
     directory = Path(directory)
-    validation = settings.validation_fraction
-    data = AtomsDataModule(
-        paths=str(frames), cutoff=settings.cutoff, split=(1 - validation, validation, 0.0), split_mode="random",
-        seed=settings.seed + round, batch_size=settings.batch_size,
-    )  # fmt: skip
+    data = round_data(frames, settings, round)
     L.seed_everything(settings.seed + round, verbose=False)
     if previous is None:
         member = E2Former.preset(settings.preset, **data.linked_values(E2Former))
@@ -92,6 +103,7 @@ def train_round(
     evaluated = module.evaluation_model
     if settings.uncertainty == "last-layer":
         prepare = lambda batch: module._in_model_dtype(batch.to(module.device))  # noqa: E731
-        evaluated = fit_last_layer_uncertainty(evaluated, data.train_dataloader(), data.val_dataloader(), prepare)
+        evaluated = fit_last_layer_uncertainty(evaluated, data.train_dataloader(), data.val_dataloader(), prepare,
+                                               settings.force_samples)  # fmt: skip
     with torch.no_grad():
         return write_model_checkpoint(evaluated, directory / "model.ckpt")

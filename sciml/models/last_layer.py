@@ -10,9 +10,17 @@ structures of g g^T, the last layer's posterior covariance is alpha^2 (G + varsi
   (2023)) with g_i = scale [h_i, 1]: sigma_F,i = alpha_F sqrt(g_i^T (G + varsigma^2 I)^-1 g_i) (eV/Å), a
   proxy for the uncertainty of one force component of atom i, calibrated on force errors.
 
+With ``force_samples = k > 0`` the force uncertainty is instead that of the forces themselves: the LLPR-derived
+shallow ensemble (as in metatrain's LLPR) of k last-layer weight perturbations dw_s = L z_s (z_s standard normal,
+drawn once from a fixed seed, so the estimate is a deterministic function of the structure), whose energies
+dE_s = g . dw_s give force perturbations dF_s = -d(dE_s)/dx by one batched backward pass with the forces:
+sigma_F,ia = alpha_F sqrt(mean_s dF_s,ia^2) estimates alpha_F sqrt(J_ia^T (G + varsigma^2 I)^-1 J_ia), the
+posterior spread of force component ia (J_ia = dF_ia/d(w, b)); the value per atom is the root mean square over
+its three components. It costs k more backward passes, batched into one.
+
 G comes from one pass over the training split; varsigma and the two alphas are fitted on the validation split
 (:func:`~sciml.training.uncertainty.fit_last_layer_uncertainty`). The wrapped model's predictions are
-unchanged; the extra cost per call is two (N, D) x (D, D) products.
+unchanged; the extra cost per call is two (N, D) x (D, D) products (and the ensemble's backward passes).
 """
 
 from __future__ import annotations
@@ -32,15 +40,19 @@ class LastLayerUncertainty(nn.Module):
     Args:
         model: the trained energy model, or its ``{"class_path", "init_args"}`` spec.
         features: D - 1, the width of ``last_layer_features`` (default: ``model.energy_head[-1].in_features``).
+        force_samples: 0, the per-atom energy rigidity as the force uncertainty; k > 0, the spread of the forces
+            of a k-member last-layer ensemble drawn from the posterior (module docstring).
     """
 
-    def __init__(self, model: nn.Module | dict, features: int | None = None) -> None:
+    def __init__(self, model: nn.Module | dict, features: int | None = None, force_samples: int = 0) -> None:
         super().__init__()
         if isinstance(model, dict):
             model = build_module(model, "last-layer uncertainty model spec")
-        self.model = model
+        if int(force_samples) < 0:
+            raise ValueError(f"force_samples must be 0 (energy rigidity) or a number of samples, got {force_samples}")
+        self.model, self.force_samples = model, int(force_samples)
         features = int(features if features is not None else model.energy_head[-1].in_features)
-        self.config = {"model": module_spec(model), "features": features}
+        self.config = {"model": module_spec(model), "features": features, "force_samples": self.force_samples}
         dtype = next(model.parameters()).dtype
         # L with (G + varsigma^2 I)^-1 = L L^T: u = |L^T g| is never negative, also in float32
         self.register_buffer("rigidity_factor", torch.zeros(features + 1, features + 1, dtype=dtype))
@@ -63,19 +75,33 @@ class LastLayerUncertainty(nn.Module):
         """Whether the rigidity and both scales have been fitted."""
         return bool(torch.isfinite(self.energy_uncertainty_scale) and torch.isfinite(self.force_uncertainty_scale))
 
+    def probes(self) -> torch.Tensor:
+        """(D, k) standard normal directions z_s, the same on every call (seed 0, drawn in float64)."""
+        size = self.rigidity_factor.shape[0]
+        generator = torch.Generator().manual_seed(0)
+        probes = torch.randn(size, self.force_samples, generator=generator, dtype=torch.float64)
+        return probes.to(self.rigidity_factor)
+
     def forward(self, batch) -> dict[str, torch.Tensor]:
         """The model's outputs plus the last-layer gradients per atom, ``atom_last_layer_gradient`` (N, D),
-        and per structure, ``last_layer_gradient`` (B, D), in eV per unit weight."""
+        and per structure, ``last_layer_gradient`` (B, D), in eV per unit weight; with ``force_samples`` k,
+        the ensemble's energy perturbations ``last_layer_ensemble_energy`` (k, B) in eV, whose position
+        derivatives :class:`~sciml.nn.forces.ForceStressOutput` returns as ``last_layer_ensemble_forces``."""
         outputs = dict(self.model(batch))
         hidden = outputs["last_layer_features"]
         per_atom = torch.cat([hidden, torch.ones_like(hidden[:, :1])], dim=1) * self.model.energy_scale
         per_structure = per_atom.new_zeros(batch.cell.shape[0], per_atom.shape[1]).index_add(0, batch.batch, per_atom)
         outputs["atom_last_layer_gradient"], outputs["last_layer_gradient"] = per_atom, per_structure
+        if self.force_samples:
+            directions = self.rigidity_factor @ self.probes()  # (D, k): L z_s
+            outputs["last_layer_ensemble_energy"] = (per_structure @ directions.to(per_structure.dtype)).T
         return outputs
 
     def uncertainty(self, outputs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """sigma_E (B,) in eV and sigma_F (N,) in eV/Å (module docstring); NaN until fitted."""
         energy, forces = rigidity_spread(outputs, self.rigidity_factor)
+        if self.force_samples:
+            forces = ensemble_force_spread(outputs["last_layer_ensemble_forces"])
         return self.energy_uncertainty_scale * energy, self.force_uncertainty_scale * forces
 
 
@@ -84,3 +110,9 @@ def rigidity_spread(outputs: dict[str, torch.Tensor], factor: torch.Tensor) -> t
     structure, atom = outputs["last_layer_gradient"].detach(), outputs["atom_last_layer_gradient"].detach()
     factor = factor.to(structure.dtype)
     return (structure @ factor).norm(dim=1), (atom @ factor).norm(dim=1)
+
+
+def ensemble_force_spread(ensemble_forces: torch.Tensor) -> torch.Tensor:
+    """Unscaled sqrt(mean over samples and the three components of dF^2) per atom (N,) from the ensemble's
+    force perturbations ``ensemble_forces`` (k, N, 3)."""
+    return ensemble_forces.detach().pow(2).mean(dim=(0, 2)).sqrt()

@@ -56,10 +56,25 @@ class ForceStressOutput(nn.Module):
             outputs = dict(self.model(batch))
             if "member_energy" in outputs:  # a committee: each member's derivatives, then their mean
                 return self._committee_derivatives(outputs, inputs, batch, stress)
+            if "last_layer_ensemble_energy" in outputs:  # an LLPR ensemble: its forces in the same pass
+                return self._ensemble_derivatives(outputs, inputs, batch, stress)
             grads = torch.autograd.grad(outputs["energy"].sum(), inputs, create_graph=self.training)
         outputs["forces"] = outputs["direct_forces"] if self.direct_forces else -grads[0]
         if stress:
             outputs["stress"] = grads[1] / torch.linalg.det(batch.cell).abs()[:, None, None]
+        return outputs
+
+    def _ensemble_derivatives(self, outputs: dict, inputs: list, batch, stress: bool) -> dict[str, torch.Tensor]:
+        """``forces`` (and ``stress``) with the ensemble's force perturbations ``last_layer_ensemble_forces``
+        (k, N, 3), the gradients of the energy and of the k ensemble energies in one batched backward pass."""
+        ensemble = outputs["last_layer_ensemble_energy"]  # (k, B)
+        scalars = torch.cat([outputs["energy"].sum()[None], ensemble.sum(dim=1)])
+        cotangents = torch.eye(len(scalars), dtype=scalars.dtype, device=scalars.device)
+        with torch.enable_grad():
+            grads = torch.autograd.grad(scalars, inputs, cotangents, create_graph=self.training, is_grads_batched=True)
+        outputs["forces"], outputs["last_layer_ensemble_forces"] = -grads[0][0], -grads[0][1:]
+        if stress:
+            outputs["stress"] = grads[1][0] / torch.linalg.det(batch.cell).abs()[:, None, None]
         return outputs
 
     def _committee_derivatives(self, outputs: dict, inputs: list, batch, stress: bool) -> dict[str, torch.Tensor]:

@@ -158,16 +158,24 @@ class FitLastLayerUncertainty(L.Callback):
     Args:
         output: the checkpoint to write; relative to the run's log directory (default
             ``checkpoints/last_layer.ckpt``).
+        force_samples: 0, the force uncertainty from the per-atom energy rigidity; k > 0, from the forces of a
+            k-member last-layer posterior ensemble (:class:`~sciml.models.LastLayerUncertainty`).
     """
 
-    def __init__(self, output: str = "checkpoints/last_layer.ckpt") -> None:
-        self.output = Path(output)
+    def __init__(self, output: str = "checkpoints/last_layer.ckpt", force_samples: int = 0) -> None:
+        if force_samples < 0:
+            raise ValueError(f"force_samples must be 0 (energy rigidity) or a number of samples, got {force_samples}")
+        self.output, self.force_samples = Path(output), force_samples
 
     def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         datamodule = trainer.datamodule
         prepare = lambda batch: pl_module._in_model_dtype(batch.to(pl_module.device))  # noqa: E731
         wrapped = fit_last_layer_uncertainty(
-            pl_module.evaluation_model, datamodule.train_dataloader(), datamodule.val_dataloader(), prepare
+            pl_module.evaluation_model,
+            datamodule.train_dataloader(),
+            datamodule.val_dataloader(),
+            prepare,
+            self.force_samples,
         )
         if trainer.is_global_zero:
             root = Path(trainer.log_dir or trainer.default_root_dir)

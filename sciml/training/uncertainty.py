@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from sciml.models.committee import committee_spread
-from sciml.models.last_layer import LastLayerUncertainty, rigidity_spread
+from sciml.models.last_layer import LastLayerUncertainty, ensemble_force_spread, rigidity_spread
 from sciml.nn.forces import ForceStressOutput
 
 SUMS = ("energy_error_sq", "energy_spread_sq", "force_error_sq", "force_spread_sq", "frames", "components")
@@ -64,20 +64,24 @@ def fit_last_layer_uncertainty(
     train_batches: Iterable,
     validation_batches: Iterable,
     prepare: Callable = lambda batch: batch,
+    force_samples: int = 0,
 ) -> LastLayerUncertainty:
     """The LLPR uncertainty of a trained ``model`` (see :mod:`sciml.models.last_layer`): G = sum g g^T over
     ``train_batches`` (no forces needed), then on ``validation_batches`` (with energy and force labels) the
     regulariser from :data:`REGULARISER_GRID` and the two scales, s^2 = sum e^2 / sum u^2 as for a committee.
-    ``prepare`` moves a batch to the model's device and dtype. Returns the fitted wrapper in eval mode."""
-    wrapped = LastLayerUncertainty(model).eval()
+    ``force_samples`` > 0: the force uncertainty of that many ensemble members (the validation frames' force
+    Jacobians dF/d(w, b) give each regulariser's ensemble). ``prepare`` moves a batch to the model's device and
+    dtype. Returns the fitted wrapper in eval mode."""
+    wrapped = LastLayerUncertainty(model, force_samples=force_samples).eval()
     size = wrapped.rigidity_factor.shape[0]
     rigidity = torch.zeros(size, size, dtype=torch.float64)
     with torch.no_grad():
         for batch in train_batches:
             gradient = wrapped(prepare(batch))["last_layer_gradient"].double().cpu()
             rigidity += gradient.T @ gradient
-    potential = ForceStressOutput(wrapped).eval()
+    potential = ForceStressOutput(LastLayerUncertainty(model)).eval()  # the forces, without an ensemble
     kept: dict[str, list[torch.Tensor]] = {key: [] for key in ("structure", "atom", "energy_error", "force_error")}
+    jacobians = []
     for batch in validation_batches:
         batch = prepare(batch)
         outputs = potential(batch)
@@ -85,15 +89,21 @@ def fit_last_layer_uncertainty(
         kept["atom"].append(outputs["atom_last_layer_gradient"].detach().double().cpu())
         kept["energy_error"].append((outputs["energy"].detach() - batch.energy).double().cpu())
         kept["force_error"].append((outputs["forces"].detach() - batch.forces).double().cpu())
+        if force_samples:
+            jacobians.append(force_jacobian(wrapped, batch))
     gradients = {"last_layer_gradient": torch.cat(kept["structure"])}
     gradients["atom_last_layer_gradient"] = torch.cat(kept["atom"])
     energy_error, force_error = torch.cat(kept["energy_error"]), torch.cat(kept["force_error"])
+    jacobian = torch.cat(jacobians) if force_samples else None  # (N, 3, D)
+    probes = wrapped.probes().double().cpu()
     scale = float(torch.trace(rigidity)) / size
     best = None
     for fraction in REGULARISER_GRID:
         inverse = torch.linalg.inv(rigidity + fraction * scale * torch.eye(size, dtype=torch.float64))
         factor = torch.linalg.cholesky(0.5 * (inverse + inverse.T))
         energy_spread, force_spread = rigidity_spread(gradients, factor)
+        if jacobian is not None:
+            force_spread = ensemble_force_spread(torch.einsum("nad,dk->kna", jacobian, factor @ probes))
         alpha_e = (energy_error.pow(2).sum() / energy_spread.pow(2).sum()).sqrt()
         alpha_f = (force_error.pow(2).sum() / (3 * force_spread.pow(2).sum())).sqrt()
         variance = (alpha_f * force_spread[:, None]).pow(2).clamp_min(1e-30)
@@ -106,3 +116,19 @@ def fit_last_layer_uncertainty(
     wrapped.energy_uncertainty_scale.fill_(alpha_e)
     wrapped.force_uncertainty_scale.fill_(alpha_f)
     return wrapped
+
+
+def force_jacobian(wrapped: LastLayerUncertainty, batch) -> torch.Tensor:
+    """dF/d(w, b) (N, 3, D) of the last layer's weights and bias for every atom of ``batch``: minus the
+    position derivatives of the D per-structure last-layer gradients, in one batched backward pass (float64,
+    on the CPU)."""
+    with torch.enable_grad():
+        positions = batch.pos.detach().clone().requires_grad_(True)
+        moved = batch.clone()
+        moved.pos = positions
+        gradient = LastLayerUncertainty.forward(wrapped, moved)["last_layer_gradient"].sum(0)  # (D,)
+        cotangents = torch.eye(len(gradient), dtype=gradient.dtype, device=gradient.device)
+        (derivative,) = torch.autograd.grad(gradient, positions, cotangents, is_grads_batched=True, allow_unused=True)
+    if derivative is None:  # a model whose features do not depend on positions
+        return torch.zeros(len(positions), 3, len(gradient), dtype=torch.float64)
+    return -derivative.detach().double().cpu().permute(1, 2, 0)

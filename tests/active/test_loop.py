@@ -117,14 +117,18 @@ def test_an_interrupted_run_resumes_with_only_the_missing_labels_and_failures_ar
 def test_the_learn_config_runs_on_a_tiny_budget_and_writes_the_checkpoint_store_and_summary(tmp_path):
     config = ROOT / "configs" / "learn" / "aspirin.yaml"
     tiny = "--ramp-ps 0.01 --hold-ps 0.01 --threshold 1e-4 --stop-factor 1e6 --cap 2 --spacing-fs 2 --rounds 1"
-    tiny += " --seed-frames 6 --epochs 2 --final-epochs 1 --batch-size 4 --no-progress"
+    tiny += " --seed-frames 6 --epochs 2 --final-epochs 1 --batch-size 4 --no-progress --force-samples 2"
     summary = learn.main(["--config", str(config), "--directory", str(tmp_path), *tiny.split()])
     assert summary["oracle_calls"] == summary["labelled"] == 6 + 2 and summary["failed"] == 0
     assert summary["settings"]["exploration"]["temperature"] == 500  # from the config
     assert json.loads((tmp_path / "summary.json").read_text())["labelled"] == 8
     store = ase.io.read(tmp_path / "labelled.extxyz", index=":")
     assert store[0].get_chemical_formula() == "C9H8O4" and store[-1].info["round"] == 1  # aspirin, from SMILES
-    assert SciMLCalculator.from_checkpoint(tmp_path / "model.ckpt", uncertainty=True).reports_uncertainty
+    calculator = SciMLCalculator.from_checkpoint(tmp_path / "model.ckpt", uncertainty=True)
+    assert calculator.reports_uncertainty and calculator.model.force_samples == 2  # the LLPR ensemble, as asked
+    assert summary["settings"]["training"]["force_samples"] == 2
+    with pytest.raises(ValueError, match="force_samples must be 0"):
+        TrainingSettings(force_samples=-1)
 
 
 def test_the_learn_config_parses_and_unknown_keys_are_refused(tmp_path):

@@ -12,9 +12,11 @@ import torch
 
 from sciml.calculators import SciMLCalculator
 from sciml.models import LastLayerUncertainty
+from sciml.models.last_layer import rigidity_spread
 from sciml.nn.checkpoint import write_model_checkpoint
 from sciml.nn.forces import ForceStressOutput
 from sciml.testing import graph_batch, random_molecule
+from sciml.training.callbacks import FitLastLayerUncertainty
 from sciml.training.uncertainty import fit_last_layer_uncertainty
 from tests.models.test_e2former import make_e2former
 
@@ -76,3 +78,70 @@ def test_the_checkpoint_carries_it_to_the_calculator_and_it_grows_away_from_the_
     squeezed.get_potential_energy()
     # 1.2x here (a 2-epoch model of 12 frames, nine last-layer weights): the direction is what is asserted
     assert calculator.results["energy_uncertainty"] > 1.1 * float(sigma_e[0])
+
+
+def test_the_ensemble_forces_are_the_force_jacobian_along_the_sampled_weights_and_change_no_prediction():
+    """float64: forces of the k = 5 ensemble members minus the model's = J (L z_s) with J = dF/d(w, b) from
+    D separate backward passes, to 1e-10; energies, forces and stress as without the ensemble."""
+    from sciml.training.uncertainty import force_jacobian
+
+    model = make_e2former()
+    batch = graph_batch([random_molecule([6, 1, 1, 8, 1], seed=4), random_molecule([8, 1, 1], seed=5)], 4.0)
+    wrapped = LastLayerUncertainty(model, force_samples=5).eval()
+    torch.manual_seed(1)
+    size = wrapped.rigidity_factor.shape[0]
+    wrapped.rigidity_factor.copy_(torch.linalg.cholesky(torch.eye(size, dtype=torch.float64) + 0.1))
+    wrapped.energy_uncertainty_scale.fill_(2.0)
+    wrapped.force_uncertainty_scale.fill_(3.0)
+    bare = ForceStressOutput(LastLayerUncertainty(model)).eval()(batch)
+    outputs = ForceStressOutput(wrapped).eval()(batch)
+    for key in ("energy", "forces"):
+        torch.testing.assert_close(outputs[key], bare[key], rtol=1e-12, atol=1e-12)
+    ensemble = outputs["last_layer_ensemble_forces"]
+    assert ensemble.shape == (5, 8, 3) and float(ensemble.abs().max()) > 0
+    jacobian = torch.stack([torch.stack([-torch.autograd.grad(
+        LastLayerUncertainty.forward(wrapped, moved)["last_layer_gradient"].sum(0)[d], moved.pos)[0]
+        for d in range(size)], dim=-1) for moved in [_with_positions_requiring_grad(batch)]])[0]  # fmt: skip
+    torch.testing.assert_close(force_jacobian(wrapped, batch), jacobian, rtol=1e-10, atol=1e-12)
+    expected = torch.einsum("nad,dk->kna", jacobian, wrapped.rigidity_factor @ wrapped.probes())
+    torch.testing.assert_close(ensemble, expected, rtol=1e-10, atol=1e-12)
+    sigma_e, sigma_f = wrapped.uncertainty(outputs)
+    torch.testing.assert_close(sigma_f, 3.0 * expected.pow(2).mean(dim=(0, 2)).sqrt(), rtol=1e-12, atol=0)
+    torch.testing.assert_close(sigma_e, 2.0 * rigidity_spread(bare, wrapped.rigidity_factor)[0], rtol=1e-12, atol=0)
+    with pytest.raises(ValueError, match="force_samples must be 0"):
+        LastLayerUncertainty(model, force_samples=-1)
+    with pytest.raises(ValueError, match="force_samples must be 0"):
+        FitLastLayerUncertainty(force_samples=-1)
+
+
+def _with_positions_requiring_grad(batch):
+    moved = batch.clone()
+    moved.pos = batch.pos.detach().clone().requires_grad_(True)
+    return moved
+
+
+def test_the_ensemble_fit_is_calibrated_and_the_checkpoint_keeps_the_ensemble(committee_run, tmp_path):
+    module, data, _ = committee_run
+    member = copy.deepcopy(module.evaluation_model.members[0])
+    wrapped = fit_last_layer_uncertainty(member, data.train_dataloader(), data.val_dataloader(), force_samples=4)
+    assert wrapped.calibrated and wrapped.force_samples == 4
+    squared_errors = predicted = 0.0
+    potential = ForceStressOutput(wrapped).eval()
+    for batch in data.val_dataloader():
+        outputs = potential(batch)
+        sigma_f = wrapped.uncertainty(outputs)[1]
+        squared_errors += float(((outputs["forces"] - batch.forces) ** 2).sum())
+        predicted += float(3 * (sigma_f**2).sum())
+    assert predicted == pytest.approx(squared_errors, rel=1e-9)  # fitted on the ensemble the model computes
+    calculator = SciMLCalculator.from_checkpoint(write_model_checkpoint(wrapped, tmp_path / "e.ckpt"), dtype="float64")
+    assert calculator.model.force_samples == 4
+    batch = next(iter(data.val_dataloader()))
+    frame = batch.get_example(0)
+    from ase import Atoms
+
+    atoms = Atoms(numbers=frame.numbers.numpy(), positions=frame.pos.numpy())
+    atoms.calc = calculator
+    atoms.get_forces()
+    single = graph_batch([atoms], wrapped.cutoff)
+    expected = wrapped.uncertainty(potential(single))[1].detach().numpy()
+    np.testing.assert_allclose(calculator.results["forces_uncertainty"], expected, rtol=1e-9)

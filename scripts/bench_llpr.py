@@ -1,0 +1,149 @@
+"""Single-model (LLPR) force uncertainty: the per-atom energy rigidity against the last-layer posterior ensemble.
+
+One E2Former (the active-learning loop's ``small`` preset and training, ``sciml.active.train_round``) is trained
+on ``data/aspirin_md/train_500K`` (GFN2-xTB, 500 K). Its last-layer uncertainty is then fitted on the same
+training and validation splits with each ``--samples`` k (:class:`sciml.models.LastLayerUncertainty`): k = 0 is
+the per-atom energy rigidity, k > 0 the spread of the forces of a k-member last-layer ensemble drawn from the
+posterior. On the independent test runs at 400 K and 600 K (600 K: 100 K above the training run) it reports the
+Spearman correlation of the per-frame uncertainty with the per-frame force RMSE, the coverage of
+``|error| <= 2 sigma`` per force component, and the cost of an energy + forces call with the estimate against the
+bare model (one structure, median of 50 calls).
+
+    python scripts/bench_llpr.py                   # about 10 min on 2 cores
+    python scripts/bench_llpr.py --smoke           # the same path on a few frames
+
+Results with provenance: ``benchmarks/results/llpr.{json,md}`` and ``llpr_calibration.png`` (the reliability
+diagram of the largest k at 600 K).
+
+Last line: RESULT spearman_600k_rigidity=<x> spearman_600k_ensemble=<x> coverage_2sigma_600k_ensemble=<x>
+cost_overhead_ensemble=<x> (the ensemble: the largest k)
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import ase.io
+import numpy as np
+import torch
+from _bench_utils import calculator_seconds
+from _results import RESULTS, markdown_table, write_results
+
+from sciml.active import TrainingSettings, train_round
+from sciml.active.training import round_data
+from sciml.calculators import SciMLCalculator, load_model
+from sciml.calculators.calibration import calibration_report
+from sciml.nn.checkpoint import write_model_checkpoint
+from sciml.training import PotentialModule
+from sciml.training.uncertainty import fit_last_layer_uncertainty
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "data" / "aspirin_md"
+HEADER = ["force uncertainty", "test", "F MAE meV/Å", "F RMSE meV/Å", "RMS σ_F meV/Å", "Spearman", "F within 2σ %",
+          "ms/call", "cost"]  # fmt: skip
+
+
+def fit(base: Path, frames: Path, settings: TrainingSettings, samples: int, out: Path) -> tuple[Path, float]:
+    """The LLPR checkpoint of ``base``'s model with ``samples`` ensemble members, fitted on the splits that
+    trained it; returns its path and the fit's seconds."""
+    model = load_model(base).model
+    data = round_data(frames, settings, 0)
+    data.setup("fit")
+    module = PotentialModule(model)
+    begin = time.perf_counter()
+    wrapped = fit_last_layer_uncertainty(model, data.train_dataloader(), data.val_dataloader(),
+                                         module._in_model_dtype, samples)  # fmt: skip
+    seconds = time.perf_counter() - begin
+    with torch.no_grad():
+        return write_model_checkpoint(wrapped, out / f"llpr_k{samples}.ckpt"), seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    add = parser.add_argument
+    add("--epochs", type=int, default=20, help="epochs of the model (bench_active's passive single model)")
+    add("--samples", default="0,8,32", help="ensemble sizes k to compare (0: the energy rigidity)")
+    add("--every", type=int, default=1, help="use every n-th test frame")
+    add("--out", default=str(ROOT / "runs" / "bench_llpr"))
+    add("--results", default=str(RESULTS))
+    add("--smoke", action="store_true", help="a few frames and one epoch: checks the path in a minute")
+    args = parser.parse_args()
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    samples = [int(k) for k in args.samples.split(",")]
+    frames = DATA / "train_500K.extxyz"
+    if args.smoke:
+        args.epochs, args.every, samples = 1, 50, [0, 2]
+        frames = out / "train_smoke.extxyz"
+        ase.io.write(frames, ase.io.read(DATA / "train_500K.extxyz", index=":40"))
+    settings = TrainingSettings(uncertainty="last-layer", epochs=args.epochs)
+    base = out / "model" / "model.ckpt"
+    begin = time.perf_counter()
+    if not base.exists() or args.smoke:
+        train_round(frames, base.parent, settings, 0)
+    training_s = time.perf_counter() - begin
+    tests = {T: ase.io.read(DATA / f"test_{T}K.extxyz", index=f"::{args.every}") for T in (400, 600)}
+    probe = tests[400][0]
+    bare_ms = 1e3 * calculator_seconds(SciMLCalculator(load_model(base).model), probe.copy(), 50)
+
+    rows, reports = [], {}
+    for k in samples:
+        path, fit_s = fit(base, frames, settings, k, out)
+        row = {"samples": k, "fit_s": fit_s}
+        for T, test in tests.items():
+            reports[k, T] = calibration_report(SciMLCalculator.from_checkpoint(path, dtype="float64"), test)
+            row[f"test_{T}K"] = dict(reports[k, T].figures)
+            row[f"test_{T}K"]["force_mae_mev_per_a"] = 1e3 * float(np.mean(np.abs(reports[k, T].component_error)))
+        row["ms_per_call"] = 1e3 * calculator_seconds(SciMLCalculator.from_checkpoint(path, uncertainty=True),
+                                                      probe.copy(), 50)  # fmt: skip
+        row["overhead"] = row["ms_per_call"] / bare_ms - 1
+        rows.append(row)
+        hot = row["test_600K"]
+        print(f"k={k}: Spearman at 600 K {hot['spearman_force']:.2f}, within 2 sigma "
+              f"{100 * hot['coverage_2sigma_force']:.1f} %, {row['ms_per_call']:.1f} ms/call", flush=True)  # fmt: skip
+    largest = max(samples)
+    reports[largest, 600].plot(out / "calibration.png", f"LLPR, {largest} last-layer samples, trained at 500 K, "
+                               "tested at 600 K")  # fmt: skip
+    results = Path(args.results)
+    results.mkdir(parents=True, exist_ok=True)
+    (results / "llpr_calibration.png").write_bytes((out / "calibration.png").read_bytes())
+
+    table = []
+    for row in rows:
+        name = "energy rigidity" if row["samples"] == 0 else f"ensemble, k = {row['samples']}"
+        for T in (400, 600):
+            f = row[f"test_{T}K"]
+            table.append([name, f"{T} K", f"{f['force_mae_mev_per_a']:.1f}", f"{1e3 * f['force_rmse']:.1f}",
+                          f"{1e3 * f['force_uncertainty_rms']:.1f}", f"{f['spearman_force']:.2f}",
+                          f"{100 * f['coverage_2sigma_force']:.1f}", f"{row['ms_per_call']:.1f}",
+                          f"+{100 * row['overhead']:.0f} %"])  # fmt: skip
+    by_k = {row["samples"]: row for row in rows}
+    data = {"train": str(frames.relative_to(ROOT) if frames.is_relative_to(ROOT) else frames), "epochs": args.epochs,
+            "training_s": training_s, "test_frames": {T: len(t) for T, t in tests.items()}, "bare_ms_per_call": bare_ms,
+            "rows": rows}  # fmt: skip
+    sections = [
+        f"One `small` E2Former trained {args.epochs} epochs on `{data['train']}` (GFN2-xTB, 500 K; the "
+        f"active-learning loop's training, {training_s / 60:.1f} min), its last-layer uncertainty fitted on the "
+        f"training and validation splits with k posterior samples (k = 0: the per-atom energy rigidity). Test: "
+        f"{len(tests[400])} and {len(tests[600])} frames of independent GFN2-xTB runs at 400 K and 600 K. Spearman: "
+        f"per-frame RMS sigma against per-frame force RMSE; cost: one energy + forces call of one structure "
+        f"(bare model {bare_ms:.1f} ms).",
+        markdown_table(HEADER, table),
+        "![reliability diagram](llpr_calibration.png)",
+    ]
+    result = {
+        "spearman_600k_rigidity": by_k[min(samples)]["test_600K"]["spearman_force"],
+        "spearman_600k_ensemble": by_k[largest]["test_600K"]["spearman_force"],
+        "coverage_2sigma_600k_ensemble": by_k[largest]["test_600K"]["coverage_2sigma_force"],
+        "cost_overhead_ensemble": by_k[largest]["overhead"],
+    }
+    title = "Single-model force uncertainty: energy rigidity against the last-layer ensemble" + (
+        " (smoke run)" if args.smoke else ""
+    )
+    write_results("llpr", title, sections, data, result, results)
+
+
+if __name__ == "__main__":
+    main()
