@@ -69,9 +69,9 @@ def fit_last_layer_uncertainty(
     """The LLPR uncertainty of a trained ``model`` (see :mod:`sciml.models.last_layer`): G = sum g g^T over
     ``train_batches`` (no forces needed), then on ``validation_batches`` (with energy and force labels) the
     regulariser from :data:`REGULARISER_GRID` and the two scales, s^2 = sum e^2 / sum u^2 as for a committee.
-    ``force_samples`` > 0: the force uncertainty of that many ensemble members (the validation frames' force
-    Jacobians dF/d(w, b) give each regulariser's ensemble). ``prepare`` moves a batch to the model's device and
-    dtype. Returns the fitted wrapper in eval mode."""
+    ``force_samples`` > 0: the force uncertainty of that many ensemble members (each validation batch's force
+    Jacobian dF/d(w, b) gives each regulariser's ensemble; only the per-atom spreads are kept). ``prepare``
+    moves a batch to the model's device and dtype. Returns the fitted wrapper in eval mode."""
     wrapped = LastLayerUncertainty(model, force_samples=force_samples).eval()
     size = wrapped.rigidity_factor.shape[0]
     rigidity = torch.zeros(size, size, dtype=torch.float64)
@@ -79,9 +79,15 @@ def fit_last_layer_uncertainty(
         for batch in train_batches:
             gradient = wrapped(prepare(batch))["last_layer_gradient"].double().cpu()
             rigidity += gradient.T @ gradient
+    scale = float(torch.trace(rigidity)) / size
+    factors = []  # (G + varsigma^2 I)^-1 = L L^T for each regulariser of the grid
+    for fraction in REGULARISER_GRID:
+        inverse = torch.linalg.inv(rigidity + fraction * scale * torch.eye(size, dtype=torch.float64))
+        factors.append(torch.linalg.cholesky(0.5 * (inverse + inverse.T)))
+    directions = [factor @ wrapped.probes().double().cpu() for factor in factors] if force_samples else []
     potential = ForceStressOutput(LastLayerUncertainty(model)).eval()  # the forces, without an ensemble
     kept: dict[str, list[torch.Tensor]] = {key: [] for key in ("structure", "atom", "energy_error", "force_error")}
-    jacobians = []
+    ensemble_spreads: list[list[torch.Tensor]] = [[] for _ in directions]  # per regulariser, (N,) per batch
     for batch in validation_batches:
         batch = prepare(batch)
         outputs = potential(batch)
@@ -89,21 +95,18 @@ def fit_last_layer_uncertainty(
         kept["atom"].append(outputs["atom_last_layer_gradient"].detach().double().cpu())
         kept["energy_error"].append((outputs["energy"].detach() - batch.energy).double().cpu())
         kept["force_error"].append((outputs["forces"].detach() - batch.forces).double().cpu())
-        if force_samples:
-            jacobians.append(force_jacobian(wrapped, batch))
+        if force_samples:  # the batch's Jacobian (N, 3, D) along each regulariser's k directions, then dropped
+            jacobian = force_jacobian(wrapped, batch)
+            for spreads, direction in zip(ensemble_spreads, directions, strict=True):
+                spreads.append(ensemble_force_spread(torch.einsum("nad,dk->kna", jacobian, direction)))
     gradients = {"last_layer_gradient": torch.cat(kept["structure"])}
     gradients["atom_last_layer_gradient"] = torch.cat(kept["atom"])
     energy_error, force_error = torch.cat(kept["energy_error"]), torch.cat(kept["force_error"])
-    jacobian = torch.cat(jacobians) if force_samples else None  # (N, 3, D)
-    probes = wrapped.probes().double().cpu()
-    scale = float(torch.trace(rigidity)) / size
     best = None
-    for fraction in REGULARISER_GRID:
-        inverse = torch.linalg.inv(rigidity + fraction * scale * torch.eye(size, dtype=torch.float64))
-        factor = torch.linalg.cholesky(0.5 * (inverse + inverse.T))
+    for index, (fraction, factor) in enumerate(zip(REGULARISER_GRID, factors, strict=True)):
         energy_spread, force_spread = rigidity_spread(gradients, factor)
-        if jacobian is not None:
-            force_spread = ensemble_force_spread(torch.einsum("nad,dk->kna", jacobian, factor @ probes))
+        if force_samples:
+            force_spread = torch.cat(ensemble_spreads[index])
         alpha_e = (energy_error.pow(2).sum() / energy_spread.pow(2).sum()).sqrt()
         alpha_f = (force_error.pow(2).sum() / (3 * force_spread.pow(2).sum())).sqrt()
         variance = (alpha_f * force_spread[:, None]).pow(2).clamp_min(1e-30)
