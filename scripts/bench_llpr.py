@@ -1,4 +1,5 @@
-"""Single-model (LLPR) force uncertainty: the per-atom energy rigidity against the last-layer posterior ensemble.
+"""Force uncertainty of one model (LLPR: the per-atom energy rigidity, the last-layer posterior ensemble) and of
+a committee, on the same frames.
 
 One E2Former (the active-learning loop's ``small`` preset and training, ``sciml.active.train_round``) is trained
 on ``data/aspirin_md/train_500K`` (GFN2-xTB, 500 K). Its last-layer uncertainty is then fitted on the same
@@ -7,16 +8,17 @@ the per-atom energy rigidity, k > 0 the spread of the forces of a k-member last-
 posterior. On the independent test runs at 400 K and 600 K (600 K: 100 K above the training run) it reports the
 Spearman correlation of the per-frame uncertainty with the per-frame force RMSE, the coverage of
 ``|error| <= 2 sigma`` per force component, and the cost of an energy + forces call with the estimate against the
-bare model (one structure; the median over 7 interleaved rounds of 30 calls each).
+bare model (one structure; the median over 7 interleaved rounds of 30 calls each). A four-member committee
+(``--committee-epochs``, 0 for none) trained on the same frames and splits is the reference estimate.
 
-    python scripts/bench_llpr.py                   # about 10 min on 2 cores
+    python scripts/bench_llpr.py                   # about 45 min on 2 cores (the committee: 30)
     python scripts/bench_llpr.py --smoke           # the same path on a few frames
 
 Results with provenance: ``benchmarks/results/llpr.{json,md}`` and ``llpr_calibration.png`` (the reliability
 diagram of the largest k at 600 K).
 
 Last line: RESULT spearman_600k_rigidity=<x> spearman_600k_ensemble=<x> coverage_2sigma_600k_ensemble=<x>
-cost_overhead_ensemble=<x> (the ensemble: the largest k)
+cost_overhead_ensemble=<x> spearman_600k_committee=<x> (the ensemble: the largest k)
 """
 
 from __future__ import annotations
@@ -62,6 +64,20 @@ def fit(base: Path, frames: Path, settings: TrainingSettings, samples: int, out:
         return write_model_checkpoint(wrapped, out / f"llpr_k{samples}.ckpt"), seconds
 
 
+def calibrate(row: dict, checkpoint: Path, tests: dict, reports: dict, key) -> dict:
+    """``row`` with the calibration figures of ``checkpoint`` on each test set (``test_<T>K``, float64), its
+    reports kept in ``reports[key, T]``."""
+    for T, test in tests.items():
+        calculator = SciMLCalculator.from_checkpoint(checkpoint, dtype="float64")
+        reports[key, T] = report = calibration_report(calculator, test)
+        mae = 1e3 * float(np.mean(np.abs(report.component_error)))
+        row[f"test_{T}K"] = {**report.figures, "force_mae_mev_per_a": mae}
+    hot = row["test_600K"]
+    print(f"{row['name']}: Spearman at 600 K {hot['spearman_force']:.2f}, within 2 sigma "
+          f"{100 * hot['coverage_2sigma_force']:.1f} %", flush=True)  # fmt: skip
+    return row
+
+
 def call_milliseconds(calculators: dict, atoms, rounds: int, calls: int = 30) -> dict:
     """Median ms of one energy + forces call of each calculator, timed in ``rounds`` interleaved rounds of
     ``calls`` calls (the machine's load changes over a minute; interleaving shares it fairly)."""
@@ -77,6 +93,7 @@ def main() -> None:
     add = parser.add_argument
     add("--epochs", type=int, default=20, help="epochs of the model (bench_active's passive single model)")
     add("--samples", default="0,8,32", help="ensemble sizes k to compare (0: the energy rigidity)")
+    add("--committee-epochs", type=int, default=20, help="epochs of the four-member committee (0: none)")
     add("--every", type=int, default=1, help="use every n-th test frame")
     add("--out", default=str(ROOT / "runs" / "bench_llpr"))
     add("--results", default=str(RESULTS))
@@ -88,6 +105,7 @@ def main() -> None:
     frames = DATA / "train_500K.extxyz"
     if args.smoke:
         args.epochs, args.every, samples = 1, 50, [0, 2]
+        args.committee_epochs = min(args.committee_epochs, 1)
         frames = out / "train_smoke.extxyz"
         ase.io.write(frames, ase.io.read(DATA / "train_500K.extxyz", index=":40"))
     settings = TrainingSettings(uncertainty="last-layer", epochs=args.epochs)
@@ -103,17 +121,21 @@ def main() -> None:
     rows, reports, paths = [], {}, {}
     for k in samples:
         paths[k], fit_s = fit(base, frames, settings, k, out)
-        row = {"samples": k, "fit_s": fit_s}
-        for T, test in tests.items():
-            reports[k, T] = calibration_report(SciMLCalculator.from_checkpoint(paths[k], dtype="float64"), test)
-            row[f"test_{T}K"] = dict(reports[k, T].figures)
-            row[f"test_{T}K"]["force_mae_mev_per_a"] = 1e3 * float(np.mean(np.abs(reports[k, T].component_error)))
-        rows.append(row)
-        hot = row["test_600K"]
-        print(f"k={k}: Spearman at 600 K {hot['spearman_force']:.2f}, within 2 sigma "
-              f"{100 * hot['coverage_2sigma_force']:.1f} %", flush=True)  # fmt: skip
+        row = {"name": "energy rigidity" if k == 0 else f"ensemble, k = {k}", "samples": k, "fit_s": fit_s}
+        rows.append(calibrate(row, paths[k], tests, reports, k))
+    if args.committee_epochs:  # the field's standard, trained on the same frames and splits
+        committee = out / "committee" / "model.ckpt"
+        if not committee.exists() or args.smoke:
+            begin = time.perf_counter()
+            train_round(frames, committee.parent, TrainingSettings(uncertainty="committee",
+                                                                   epochs=args.committee_epochs), 0)  # fmt: skip
+            (committee.parent / "training_s.json").write_text(json.dumps(time.perf_counter() - begin))
+        paths["committee"] = committee
+        row = {"name": f"committee, 4 x {args.committee_epochs} epochs", "samples": "committee",
+               "training_s": json.loads((committee.parent / "training_s.json").read_text())}  # fmt: skip
+        rows.append(calibrate(row, committee, tests, reports, "committee"))
     calculators = {"bare": SciMLCalculator(load_model(base).model)}
-    calculators.update({k: SciMLCalculator.from_checkpoint(paths[k], uncertainty=True) for k in samples})
+    calculators.update({k: SciMLCalculator.from_checkpoint(path, uncertainty=True) for k, path in paths.items()})
     milliseconds = call_milliseconds(calculators, tests[400][0], 2 if args.smoke else 7)
     bare_ms = milliseconds.pop("bare")
     for row in rows:
@@ -128,10 +150,9 @@ def main() -> None:
 
     table = []
     for row in rows:
-        name = "energy rigidity" if row["samples"] == 0 else f"ensemble, k = {row['samples']}"
         for T in (400, 600):
             f = row[f"test_{T}K"]
-            table.append([name, f"{T} K", f"{f['force_mae_mev_per_a']:.1f}", f"{1e3 * f['force_rmse']:.1f}",
+            table.append([row["name"], f"{T} K", f"{f['force_mae_mev_per_a']:.1f}", f"{1e3 * f['force_rmse']:.1f}",
                           f"{1e3 * f['force_uncertainty_rms']:.1f}", f"{f['spearman_force']:.2f}",
                           f"{100 * f['coverage_2sigma_force']:.1f}", f"{row['ms_per_call']:.1f}",
                           f"+{100 * row['overhead']:.0f} %"])  # fmt: skip
@@ -139,13 +160,16 @@ def main() -> None:
     data = {"train": str(frames.relative_to(ROOT) if frames.is_relative_to(ROOT) else frames), "epochs": args.epochs,
             "training_s": training_s, "test_frames": {T: len(t) for T, t in tests.items()}, "bare_ms_per_call": bare_ms,
             "rows": rows}  # fmt: skip
+    committee_note = (f" The committee: four members of the same preset trained together on the same frames and "
+                      f"splits ({args.committee_epochs} epochs each, {rows[-1]['training_s'] / 60:.1f} min; its cost "
+                      f"is against the single model)." if args.committee_epochs else "")  # fmt: skip
     sections = [
         f"One `small` E2Former trained {args.epochs} epochs on `{data['train']}` (GFN2-xTB, 500 K; the "
         f"active-learning loop's training, {training_s / 60:.1f} min), its last-layer uncertainty fitted on the "
         f"training and validation splits with k posterior samples (k = 0: the per-atom energy rigidity). Test: "
         f"{len(tests[400])} and {len(tests[600])} frames of independent GFN2-xTB runs at 400 K and 600 K. Spearman: "
         f"per-frame RMS sigma against per-frame force RMSE; cost: one energy + forces call of one structure, "
-        f"median of interleaved rounds (bare model {bare_ms:.1f} ms).",
+        f"median of interleaved rounds (bare model {bare_ms:.1f} ms)." + committee_note,
         markdown_table(HEADER, table),
         "![reliability diagram](llpr_calibration.png)",
     ]
@@ -155,7 +179,9 @@ def main() -> None:
         "coverage_2sigma_600k_ensemble": by_k[largest]["test_600K"]["coverage_2sigma_force"],
         "cost_overhead_ensemble": by_k[largest]["overhead"],
     }
-    title = "Single-model force uncertainty: energy rigidity against the last-layer ensemble" + (
+    if args.committee_epochs:
+        result["spearman_600k_committee"] = by_k["committee"]["test_600K"]["spearman_force"]
+    title = "Force uncertainty: one model's last layer (rigidity, ensemble) and a committee" + (
         " (smoke run)" if args.smoke else ""
     )
     write_results("llpr", title, sections, data, result, results)
