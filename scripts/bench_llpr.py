@@ -50,15 +50,13 @@ HEADER = ["force uncertainty", "test", "F MAE meV/Å", "F RMSE meV/Å", "RMS σ_
           "ms/call", "cost"]  # fmt: skip
 
 
-def fit(base: Path, frames: Path, settings: TrainingSettings, samples: int, out: Path) -> tuple[Path, float]:
-    """The LLPR checkpoint of ``base``'s model with ``samples`` ensemble members, fitted on the splits that
-    trained it; returns its path and the fit's seconds."""
+def fit(base: Path, splits, samples: int, out: Path) -> tuple[Path, float]:
+    """The LLPR checkpoint of ``base``'s model with ``samples`` ensemble members, fitted on ``splits``, the data
+    module that trained it; returns its path and the fit's seconds."""
     model = load_model(base).model
-    data = round_data(frames, settings, 0)
-    data.setup("fit")
     module = PotentialModule(model)
     begin = time.perf_counter()
-    wrapped = fit_last_layer_uncertainty(model, data.train_dataloader(), data.val_dataloader(),
+    wrapped = fit_last_layer_uncertainty(model, splits.train_dataloader(), splits.val_dataloader(),
                                          module._in_model_dtype, samples)  # fmt: skip
     seconds = time.perf_counter() - begin
     with torch.no_grad():
@@ -68,8 +66,8 @@ def fit(base: Path, frames: Path, settings: TrainingSettings, samples: int, out:
 def calibrate(row: dict, checkpoint: Path, tests: dict, reports: dict, key) -> dict:
     """``row`` with the calibration figures of ``checkpoint`` on each test set (``test_<T>K``, float64), its
     reports kept in ``reports[key, T]``."""
+    calculator = SciMLCalculator.from_checkpoint(checkpoint, dtype="float64")
     for T, test in tests.items():
-        calculator = SciMLCalculator.from_checkpoint(checkpoint, dtype="float64")
         reports[key, T] = report = calibration_report(calculator, test)
         mae = 1e3 * float(np.mean(np.abs(report.component_error)))
         row[f"test_{T}K"] = {**report.figures, "force_mae_mev_per_a": mae}
@@ -119,9 +117,11 @@ def main() -> None:
     training_s = json.loads(timing.read_text())
     tests = {T: ase.io.read(DATA / f"test_{T}K.extxyz", index=f"::{args.every}") for T in (400, 600)}
 
+    splits = round_data(frames, settings, 0)
+    splits.setup("fit")
     rows, reports, paths = [], {}, {}
     for k in samples:
-        paths[k], fit_s = fit(base, frames, settings, k, out)
+        paths[k], fit_s = fit(base, splits, k, out)
         row = {"name": "energy rigidity" if k == 0 else f"ensemble, k = {k}", "samples": k, "fit_s": fit_s}
         rows.append(calibrate(row, paths[k], tests, reports, k))
     if args.committee_epochs:  # the field's standard, trained on the same frames and splits

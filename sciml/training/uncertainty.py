@@ -85,7 +85,8 @@ def fit_last_layer_uncertainty(
         inverse = torch.linalg.inv(rigidity + fraction * scale * torch.eye(size, dtype=torch.float64))
         factors.append(torch.linalg.cholesky(0.5 * (inverse + inverse.T)))
     directions = [factor @ wrapped.probes().double().cpu() for factor in factors] if force_samples else []
-    potential = ForceStressOutput(LastLayerUncertainty(model)).eval()  # the forces, without an ensemble
+    plain = LastLayerUncertainty(model)  # the forces, and with force_samples their last-layer Jacobian
+    potential = ForceStressOutput(LastLayerJacobian(plain) if force_samples else plain).eval()
     kept: dict[str, list[torch.Tensor]] = {key: [] for key in ("structure", "atom", "energy_error", "force_error")}
     ensemble_spreads: list[list[torch.Tensor]] = [[] for _ in directions]  # per regulariser, (N,) per batch
     for batch in validation_batches:
@@ -96,7 +97,7 @@ def fit_last_layer_uncertainty(
         kept["energy_error"].append((outputs["energy"].detach() - batch.energy).double().cpu())
         kept["force_error"].append((outputs["forces"].detach() - batch.forces).double().cpu())
         if force_samples:  # the batch's Jacobian (N, 3, D) along each regulariser's k directions, then dropped
-            jacobian = force_jacobian(wrapped, batch)
+            jacobian = outputs["last_layer_ensemble_forces"].detach().double().cpu().permute(1, 2, 0)
             for spreads, direction in zip(ensemble_spreads, directions, strict=True):
                 spreads.append(ensemble_force_spread(torch.einsum("nad,dk->kna", jacobian, direction)))
     gradients = {"last_layer_gradient": torch.cat(kept["structure"])}
@@ -121,17 +122,23 @@ def fit_last_layer_uncertainty(
     return wrapped
 
 
+class LastLayerJacobian(nn.Module):
+    """A :class:`~sciml.models.LastLayerUncertainty`'s outputs with its D per-structure last-layer gradients as
+    the ensemble energies (D, B), so that :class:`~sciml.nn.forces.ForceStressOutput` returns, with the forces and
+    in the same batched backward pass, ``last_layer_ensemble_forces`` (D, N, 3) = dF/d(w, b) per weight."""
+
+    def __init__(self, wrapped: LastLayerUncertainty) -> None:
+        super().__init__()
+        self.wrapped = wrapped
+
+    def forward(self, batch) -> dict[str, torch.Tensor]:
+        outputs = LastLayerUncertainty.forward(self.wrapped, batch)
+        outputs["last_layer_ensemble_energy"] = outputs["last_layer_gradient"].T
+        return outputs
+
+
 def force_jacobian(wrapped: LastLayerUncertainty, batch) -> torch.Tensor:
-    """dF/d(w, b) (N, 3, D) of the last layer's weights and bias for every atom of ``batch``: minus the
-    position derivatives of the D per-structure last-layer gradients, in one batched backward pass (float64,
-    on the CPU)."""
-    with torch.enable_grad():
-        positions = batch.pos.detach().clone().requires_grad_(True)
-        moved = batch.clone()
-        moved.pos = positions
-        gradient = LastLayerUncertainty.forward(wrapped, moved)["last_layer_gradient"].sum(0)  # (D,)
-        cotangents = torch.eye(len(gradient), dtype=gradient.dtype, device=gradient.device)
-        (derivative,) = torch.autograd.grad(gradient, positions, cotangents, is_grads_batched=True, allow_unused=True)
-    if derivative is None:  # a model whose features do not depend on positions
-        return torch.zeros(len(positions), 3, len(gradient), dtype=torch.float64)
-    return -derivative.detach().double().cpu().permute(1, 2, 0)
+    """dF/d(w, b) (N, 3, D) of the last layer's weights and bias for every atom of ``batch`` (float64, on the
+    CPU): minus the position derivatives of the D per-structure last-layer gradients (:class:`LastLayerJacobian`)."""
+    ensemble = ForceStressOutput(LastLayerJacobian(wrapped)).eval()(batch)["last_layer_ensemble_forces"]
+    return ensemble.detach().double().cpu().permute(1, 2, 0)
