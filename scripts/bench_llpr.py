@@ -1,25 +1,28 @@
-"""Force uncertainty of one model (LLPR: the per-atom energy rigidity, the last-layer posterior ensemble) and of
-a committee, on the same frames.
+"""Force uncertainty of one model (LLPR: the per-atom energy rigidity, the feature density, the last-layer
+posterior ensemble) and of a committee, on the same frames.
 
 One E2Former (the active-learning loop's ``small`` preset and training, ``sciml.active.train_round``) is trained
 on ``data/aspirin_md/train_500K`` (GFN2-xTB, 500 K). Its last-layer uncertainty is then fitted on the same
-training and validation splits with each ``--samples`` k (:class:`sciml.models.LastLayerUncertainty`): k = 0 is
-the per-atom energy rigidity, k > 0 the spread of the forces of a k-member last-layer ensemble drawn from the
-posterior. On the independent test runs at 400 K and 600 K (600 K: 100 K above the training run) it reports the
-Spearman correlation of the per-frame uncertainty with the per-frame force RMSE, the coverage of
-``|error| <= 2 sigma`` per force component, and the cost of an energy + forces call with the estimate against the
-bare model (one structure; the median over 7 interleaved rounds of 30 calls each). With ``--committee-epochs``, a
-four-member committee trained on the same frames and splits is the reference estimate.
+training and validation splits three ways (:class:`sciml.models.LastLayerUncertainty`): the per-atom energy
+rigidity (k = 0), the distance of each atom's features from the training atoms' under a ``--density-components``
+mixture per element (the default estimate), and for each ``--samples`` k > 0 the spread of the forces of a
+k-member last-layer ensemble drawn from the posterior. On the independent test runs at 400 K and 600 K (600 K:
+100 K above the training run) it reports the Spearman correlation of the per-frame uncertainty with the per-frame
+force RMSE, the coverage of ``|error| <= 2 sigma`` per force component, and the cost of an energy + forces call
+with the estimate against the bare model (one structure; the median over 7 interleaved rounds of 30 calls each).
+With ``--committee-epochs``, a four-member committee trained on the same frames and splits is the reference
+estimate.
 
     python scripts/bench_llpr.py                        # about 11 min on 2 cores
     python scripts/bench_llpr.py --committee-epochs 20   # with the committee: over an hour
     python scripts/bench_llpr.py --smoke                # the same path on a few frames
 
 Results with provenance: ``benchmarks/results/llpr.{json,md}`` and ``llpr_calibration.png`` (the reliability
-diagram of the largest k at 600 K).
+diagram of the feature density at 600 K).
 
-Last line: RESULT spearman_600k_rigidity=<x> spearman_600k_ensemble=<x> coverage_2sigma_600k_ensemble=<x>
-cost_overhead_ensemble=<x> [spearman_600k_committee=<x>] (the ensemble: the largest k)
+Last line: RESULT spearman_600k_density=<x> coverage_2sigma_600k_density=<x> cost_overhead_density=<x>
+spearman_600k_rigidity=<x> spearman_600k_ensemble=<x> coverage_2sigma_600k_ensemble=<x> cost_overhead_ensemble=<x>
+[spearman_600k_committee=<x>] (the ensemble: the largest k)
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from sciml.calculators import SciMLCalculator, load_model
 from sciml.calculators.calibration import calibration_report
 from sciml.nn.checkpoint import write_model_checkpoint
 from sciml.training import PotentialModule
-from sciml.training.uncertainty import fit_last_layer_uncertainty
+from sciml.training.uncertainty import DENSITY_COMPONENTS, fit_last_layer_uncertainty
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data" / "aspirin_md"
@@ -50,17 +53,18 @@ HEADER = ["force uncertainty", "test", "F MAE meV/Å", "F RMSE meV/Å", "RMS σ_
           "ms/call", "cost"]  # fmt: skip
 
 
-def fit(base: Path, splits, samples: int, out: Path) -> tuple[Path, float]:
-    """The LLPR checkpoint of ``base``'s model with ``samples`` ensemble members, fitted on ``splits``, the data
-    module that trained it; returns its path and the fit's seconds."""
+def fit(base: Path, splits, samples: int, components: int, out: Path) -> tuple[Path, float]:
+    """The LLPR checkpoint of ``base``'s model with ``samples`` ensemble members or a feature density of
+    ``components`` per element (both 0: the rigidity), fitted on ``splits``, the data module that trained it;
+    returns its path and the fit's seconds."""
     model = load_model(base).model
     module = PotentialModule(model)
     begin = time.perf_counter()
     wrapped = fit_last_layer_uncertainty(model, splits.train_dataloader(), splits.val_dataloader(),
-                                         module._in_model_dtype, samples)  # fmt: skip
+                                         module._in_model_dtype, samples, components)  # fmt: skip
     seconds = time.perf_counter() - begin
     with torch.no_grad():
-        return write_model_checkpoint(wrapped, out / f"llpr_k{samples}.ckpt"), seconds
+        return write_model_checkpoint(wrapped, out / f"llpr_k{samples}_density{components}.ckpt"), seconds
 
 
 def calibrate(row: dict, checkpoint: Path, tests: dict, reports: dict, key) -> dict:
@@ -92,6 +96,7 @@ def main() -> None:
     add = parser.add_argument
     add("--epochs", type=int, default=20, help="epochs of the model (bench_active's passive single model)")
     add("--samples", default="0,8,32", help="ensemble sizes k to compare (0: the energy rigidity)")
+    add("--density-components", type=int, default=DENSITY_COMPONENTS, help="mixture components per element")
     add("--committee-epochs", type=int, default=0, help="epochs of a four-member committee (0: none)")
     add("--every", type=int, default=1, help="use every n-th test frame")
     add("--out", default=str(ROOT / "runs" / "bench_llpr"))
@@ -120,10 +125,13 @@ def main() -> None:
     splits = round_data(frames, settings, 0)
     splits.setup("fit")
     rows, reports, paths = [], {}, {}
-    for k in samples:
-        paths[k], fit_s = fit(base, splits, k, out)
-        row = {"name": "energy rigidity" if k == 0 else f"ensemble, k = {k}", "samples": k, "fit_s": fit_s}
-        rows.append(calibrate(row, paths[k], tests, reports, k))
+    estimates = [(0, 0, "energy rigidity", 0)] if 0 in samples else []
+    estimates.append((0, args.density_components, f"feature density, K = {args.density_components}", "density"))
+    estimates += [(k, 0, f"ensemble, k = {k}", k) for k in samples if k]
+    for k, components, name, key in estimates:
+        paths[key], fit_s = fit(base, splits, k, components, out)
+        row = {"name": name, "samples": key, "density_components": components, "fit_s": fit_s}
+        rows.append(calibrate(row, paths[key], tests, reports, key))
     if args.committee_epochs:  # the field's standard, trained on the same frames and splits
         committee = out / "committee" / "model.ckpt"
         if not committee.exists() or args.smoke:
@@ -143,8 +151,8 @@ def main() -> None:
         row["ms_per_call"] = milliseconds[row["samples"]]
         row["overhead"] = row["ms_per_call"] / bare_ms - 1
     largest = max(samples)
-    reports[largest, 600].plot(out / "calibration.png", f"LLPR, {largest} last-layer samples, trained at 500 K, "
-                               "tested at 600 K")  # fmt: skip
+    reports["density", 600].plot(out / "calibration.png", f"feature density ({args.density_components} components "
+                                 "per element), trained at 500 K, tested at 600 K")  # fmt: skip
     results = Path(args.results)
     results.mkdir(parents=True, exist_ok=True)
     (results / "llpr_calibration.png").write_bytes((out / "calibration.png").read_bytes())
@@ -167,7 +175,9 @@ def main() -> None:
     sections = [
         f"One `small` E2Former trained {args.epochs} epochs on `{data['train']}` (GFN2-xTB, 500 K; the "
         f"active-learning loop's training, {training_s / 60:.1f} min), its last-layer uncertainty fitted on the "
-        f"training and validation splits with k posterior samples (k = 0: the per-atom energy rigidity). Test: "
+        f"training and validation splits: the per-atom energy rigidity, the distance of each atom's features from "
+        f"the training atoms' under a mixture of K Gaussians per element (the default), and the forces of k "
+        f"posterior samples of the last layer. Test: "
         f"{len(tests[400])} and {len(tests[600])} frames of independent GFN2-xTB runs at 400 K and 600 K. Spearman: "
         f"per-frame RMS sigma against per-frame force RMSE; cost: one energy + forces call of one structure, "
         f"median of interleaved rounds (bare model {bare_ms:.1f} ms)." + committee_note,
@@ -175,6 +185,9 @@ def main() -> None:
         "![reliability diagram](llpr_calibration.png)",
     ]
     result = {
+        "spearman_600k_density": by_k["density"]["test_600K"]["spearman_force"],
+        "coverage_2sigma_600k_density": by_k["density"]["test_600K"]["coverage_2sigma_force"],
+        "cost_overhead_density": by_k["density"]["overhead"],
         "spearman_600k_rigidity": by_k[min(samples)]["test_600K"]["spearman_force"],
         "spearman_600k_ensemble": by_k[largest]["test_600K"]["spearman_force"],
         "coverage_2sigma_600k_ensemble": by_k[largest]["test_600K"]["coverage_2sigma_force"],
@@ -182,7 +195,7 @@ def main() -> None:
     }
     if args.committee_epochs:
         result["spearman_600k_committee"] = by_k["committee"]["test_600K"]["spearman_force"]
-    title = "Force uncertainty: one model's last layer (rigidity, ensemble) and a committee" + (
+    title = "Force uncertainty: one model's last layer (rigidity, feature density, ensemble) and a committee" + (
         " (smoke run)" if args.smoke else ""
     )
     write_results("llpr", title, sections, data, result, results)

@@ -19,7 +19,7 @@ import torch
 from sciml.calculators.checkpoint import load_model
 from sciml.data import AtomsDataModule
 from sciml.models import Committee, E2Former
-from sciml.models.last_layer import LastLayerUncertainty
+from sciml.models.last_layer import LastLayerUncertainty, check_force_uncertainty
 from sciml.nn.checkpoint import write_model_checkpoint
 from sciml.training import PotentialModule
 from sciml.training.uncertainty import fit_last_layer_uncertainty
@@ -33,8 +33,10 @@ class TrainingSettings:
     (one model, LLPR: the default, an MD step costs one model) or ``"committee"`` (``committee_size`` members,
     each step costs all of them); ``epochs`` for the first round, ``epochs_per_round`` after it (continuing
     from the previous weights), ``final_epochs`` for the final model on everything labelled; ``cutoff`` in Å;
-    ``force_samples``: the last-layer force uncertainty from that many posterior samples of the last layer
-    (:class:`~sciml.models.LastLayerUncertainty`; 0, the default: the cheaper energy rigidity)."""
+    ``density_components``: the last-layer force uncertainty from the distance of each atom's features to the
+    training atoms' under that many mixture components per element (None, the default: 8, or none with
+    ``force_samples``; 0: the energy rigidity); ``force_samples``: instead, from that many posterior samples of the
+    last layer (:class:`~sciml.models.LastLayerUncertainty`)."""
 
     preset: str = "small"
     uncertainty: str = "last-layer"
@@ -47,6 +49,7 @@ class TrainingSettings:
     validation_fraction: float = 0.15
     seed: int = 0
     force_samples: int = 0
+    density_components: int | None = None
 
     def __post_init__(self) -> None:
         if self.uncertainty not in UNCERTAINTIES:
@@ -55,8 +58,7 @@ class TrainingSettings:
             raise ValueError(f"a committee needs at least 2 members, got committee_size={self.committee_size}")
         if not 0 < self.validation_fraction < 1:
             raise ValueError(f"validation_fraction must be in (0, 1), got {self.validation_fraction}")
-        if self.force_samples < 0:
-            raise ValueError(f"force_samples must be 0 (energy rigidity) or a sample count, got {self.force_samples}")
+        check_force_uncertainty(self.force_samples, self.density_components)
 
 
 def round_data(frames: str | Path, settings: TrainingSettings, round: int) -> AtomsDataModule:
@@ -104,6 +106,6 @@ def train_round(
     if settings.uncertainty == "last-layer":
         prepare = lambda batch: module._in_model_dtype(batch.to(module.device))  # noqa: E731
         evaluated = fit_last_layer_uncertainty(evaluated, data.train_dataloader(), data.val_dataloader(), prepare,
-                                               settings.force_samples)  # fmt: skip
+                                               settings.force_samples, settings.density_components)  # fmt: skip
     with torch.no_grad():
         return write_model_checkpoint(evaluated, directory / "model.ckpt")

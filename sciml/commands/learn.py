@@ -81,7 +81,10 @@ def add_learning_arguments(parser: argparse.ArgumentParser) -> None:
     add_loop("--uncertainty", default=training.uncertainty, choices=UNCERTAINTIES)
     add_loop("--committee-size", type=int, default=training.committee_size)
     add_loop("--force-samples", type=int, default=training.force_samples,
-             help="LLPR: forces of this many last-layer posterior samples (0: energy rigidity)")  # fmt: skip
+             help="last-layer force uncertainty from this many posterior samples' forces")  # fmt: skip
+    add_loop("--density-components", type=int, default=training.density_components,
+             help="last-layer force uncertainty from a feature density of this many components per element "
+                  "(default 8 without --force-samples; 0 and no --force-samples: the energy rigidity)")  # fmt: skip
     add_loop("--epochs", type=int, default=training.epochs, help="epochs of the first round")
     add_loop("--epochs-per-round", type=int, default=training.epochs_per_round, help="epochs of later rounds")
     add_loop("--final-epochs", type=int, default=training.final_epochs,
@@ -150,7 +153,8 @@ def learning_loop(options: argparse.Namespace, directory: str | Path | None = No
                                       options.patience_fs, cap=options.cap, spacing_fs=options.spacing_fs)  # fmt: skip
     training = TrainingSettings(options.preset, options.uncertainty, options.committee_size, options.cutoff,
                                 options.epochs, options.epochs_per_round, options.final_epochs,
-                                options.batch_size, seed=options.seed, force_samples=options.force_samples)  # fmt: skip
+                                options.batch_size, seed=options.seed, force_samples=options.force_samples,
+                                density_components=options.density_components)  # fmt: skip
     settings = LearningSettings(exploration, training, options.rounds, options.seed_frames, options.seed_displacement,
                                 options.seed, source)  # fmt: skip
     bar = tqdm(total=exploration.steps, unit="step", disable=options.no_progress, dynamic_ncols=True, leave=False)

@@ -18,9 +18,16 @@ sigma_F,ia = alpha_F sqrt(mean_s dF_s,ia^2) estimates alpha_F sqrt(J_ia^T (G + v
 posterior spread of force component ia (J_ia = dF_ia/d(w, b)); the value per atom is the root mean square over
 its three components. It costs k more backward passes, batched into one.
 
-G comes from one pass over the training split; varsigma and the two alphas are fitted on the validation split
-(:func:`~sciml.training.uncertainty.fit_last_layer_uncertainty`). The wrapped model's predictions are
-unchanged; the extra cost per call is two (N, D) x (D, D) products (and the ensemble's backward passes).
+With ``density_components = K > 0`` the force uncertainty is sigma_F,i = alpha_F d_i, the distance of atom i's
+features h_i from those of the training atoms of its element under a K-component Gaussian mixture
+(:class:`~sciml.models.feature_density.FeatureDensity`; Zhu et al., J. Chem. Phys. 158, 164111 (2023)): it sees
+an atom leave its training environments also where the last layer's posterior does not, and costs one small
+mixture evaluation per atom.
+
+G (and, with K, the mixtures) comes from one pass over the training split; varsigma and the two alphas are
+fitted on the validation split (:func:`~sciml.training.uncertainty.fit_last_layer_uncertainty`). The wrapped
+model's predictions are unchanged; the extra cost per call is two (N, D) x (D, D) products (and the ensemble's
+backward passes, or the mixtures' N K (D, D) products).
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from sciml.models.feature_density import FeatureDensity
 from sciml.nn.checkpoint import build_module, module_spec
 
 
@@ -42,18 +50,24 @@ class LastLayerUncertainty(nn.Module):
         features: D - 1, the width of ``last_layer_features`` (default: ``model.energy_head[-1].in_features``).
         force_samples: 0, the per-atom energy rigidity as the force uncertainty; k > 0, the spread of the forces
             of a k-member last-layer ensemble drawn from the posterior (module docstring).
+        density_components: K > 0, the force uncertainty from the distance of the atom's features to the
+            training atoms' (a K-component mixture per element; module docstring); not with ``force_samples``.
     """
 
-    def __init__(self, model: nn.Module | dict, features: int | None = None, force_samples: int = 0) -> None:
+    def __init__(
+        self, model: nn.Module | dict, features: int | None = None, force_samples: int = 0, density_components: int = 0
+    ) -> None:
         super().__init__()
         if isinstance(model, dict):
             model = build_module(model, "last-layer uncertainty model spec")
-        if int(force_samples) < 0:
-            raise ValueError(f"force_samples must be 0 (energy rigidity) or a number of samples, got {force_samples}")
-        self.model, self.force_samples = model, int(force_samples)
+        check_force_uncertainty(force_samples, density_components)
+        self.model, self.force_samples, self.density_components = model, int(force_samples), int(density_components)
         features = int(features if features is not None else model.energy_head[-1].in_features)
-        self.config = {"model": module_spec(model), "features": features, "force_samples": self.force_samples}
+        self.config = {"model": module_spec(model), "features": features, "force_samples": self.force_samples,
+                       "density_components": self.density_components}  # fmt: skip
         dtype = next(model.parameters()).dtype
+        if self.density_components:
+            self.feature_density = FeatureDensity(model.species, features, self.density_components).to(dtype)
         # L with (G + varsigma^2 I)^-1 = L L^T: u = |L^T g| is never negative, also in float32
         self.register_buffer("rigidity_factor", torch.zeros(features + 1, features + 1, dtype=dtype))
         self.register_buffer("energy_uncertainty_scale", torch.tensor(float("nan"), dtype=dtype))
@@ -86,7 +100,8 @@ class LastLayerUncertainty(nn.Module):
         """The model's outputs plus the last-layer gradients per atom, ``atom_last_layer_gradient`` (N, D),
         and per structure, ``last_layer_gradient`` (B, D), in eV per unit weight; with ``force_samples`` k,
         the ensemble's energy perturbations ``last_layer_ensemble_energy`` (k, B) in eV, whose position
-        derivatives :class:`~sciml.nn.forces.ForceStressOutput` returns as ``last_layer_ensemble_forces``."""
+        derivatives :class:`~sciml.nn.forces.ForceStressOutput` returns as ``last_layer_ensemble_forces``; with
+        ``density_components``, each atom's unscaled ``feature_distance`` d_i (N,)."""
         outputs = dict(self.model(batch))
         hidden = outputs["last_layer_features"]
         per_atom = torch.cat([hidden, torch.ones_like(hidden[:, :1])], dim=1) * self.model.energy_scale
@@ -95,6 +110,8 @@ class LastLayerUncertainty(nn.Module):
         if self.force_samples:
             directions = self.rigidity_factor @ self.probes()  # (D, k): L z_s
             outputs["last_layer_ensemble_energy"] = (per_structure @ directions.to(per_structure.dtype)).T
+        if self.density_components:
+            outputs["feature_distance"] = self.feature_density.distance(hidden, batch.numbers).to(hidden.dtype)
         return outputs
 
     def uncertainty(self, outputs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -102,7 +119,20 @@ class LastLayerUncertainty(nn.Module):
         energy, forces = rigidity_spread(outputs, self.rigidity_factor)
         if self.force_samples:
             forces = ensemble_force_spread(outputs["last_layer_ensemble_forces"])
+        elif self.density_components:
+            forces = outputs["feature_distance"]
         return self.energy_uncertainty_scale * energy, self.force_uncertainty_scale * forces
+
+
+def check_force_uncertainty(force_samples: int, density_components: int | None) -> None:
+    """Refuse a negative ``force_samples`` or ``density_components``, or both above 0 (None: the default)."""
+    if int(force_samples) < 0:
+        raise ValueError(f"force_samples must be 0 (energy rigidity) or a number of samples, got {force_samples}")
+    if density_components is not None and (int(density_components) < 0 or (density_components and force_samples)):
+        raise ValueError(
+            f"density_components must be 0 or a number of mixture components, and not with force_samples; got "
+            f"{density_components} with force_samples={force_samples}"
+        )
 
 
 def rigidity_spread(outputs: dict[str, torch.Tensor], factor: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

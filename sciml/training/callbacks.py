@@ -13,6 +13,7 @@ from ase.stress import full_3x3_to_voigt_6_stress
 from lightning.pytorch.callbacks import BasePredictionWriter, ModelCheckpoint
 
 from sciml.data.files import AtomicOutput
+from sciml.models.last_layer import check_force_uncertainty
 from sciml.nn.checkpoint import write_model_checkpoint
 from sciml.training.uncertainty import fit_last_layer_uncertainty
 
@@ -158,14 +159,18 @@ class FitLastLayerUncertainty(L.Callback):
     Args:
         output: the checkpoint to write; relative to the run's log directory (default
             ``checkpoints/last_layer.ckpt``).
-        force_samples: 0, the force uncertainty from the per-atom energy rigidity; k > 0, from the forces of a
-            k-member last-layer posterior ensemble (:class:`~sciml.models.LastLayerUncertainty`).
+        force_samples: k > 0, the force uncertainty from the forces of a k-member last-layer posterior ensemble
+            (:class:`~sciml.models.LastLayerUncertainty`).
+        density_components: the force uncertainty from the distance of each atom's features to the training
+            atoms' under that many mixture components per element (None: 8, the default, or none with
+            ``force_samples``; 0 and no ``force_samples``: the per-atom energy rigidity).
     """
 
-    def __init__(self, output: str = "checkpoints/last_layer.ckpt", force_samples: int = 0) -> None:
-        if force_samples < 0:
-            raise ValueError(f"force_samples must be 0 (energy rigidity) or a number of samples, got {force_samples}")
-        self.output, self.force_samples = Path(output), force_samples
+    def __init__(
+        self, output: str = "checkpoints/last_layer.ckpt", force_samples: int = 0, density_components: int | None = None
+    ) -> None:
+        check_force_uncertainty(force_samples, density_components)
+        self.output, self.force_samples, self.density_components = Path(output), force_samples, density_components
 
     def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         datamodule = trainer.datamodule
@@ -176,6 +181,7 @@ class FitLastLayerUncertainty(L.Callback):
             datamodule.val_dataloader(),
             prepare,
             self.force_samples,
+            self.density_components,
         )
         if trainer.is_global_zero:
             root = Path(trainer.log_dir or trainer.default_root_dir)

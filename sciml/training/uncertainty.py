@@ -17,6 +17,7 @@ from torch import nn
 from sciml.models.committee import committee_spread
 from sciml.models.last_layer import LastLayerUncertainty, ensemble_force_spread, rigidity_spread
 from sciml.nn.forces import ForceStressOutput
+from sciml.training.feature_density import fit_feature_density
 
 SUMS = ("energy_error_sq", "energy_spread_sq", "force_error_sq", "force_spread_sq", "frames", "components")
 
@@ -55,8 +56,12 @@ class UncertaintyCalibration:
 
 
 #: The regularisers tried, each varsigma^2 as a fraction of trace(G) / D; the one with the lowest Gaussian
-#: negative log-likelihood of the validation force errors is kept.
+#: negative log-likelihood of the validation force errors (of the energy errors, where the force uncertainty
+#: is the feature density's, which does not depend on it) is kept.
 REGULARISER_GRID = tuple(10.0**k for k in range(-10, 1))
+#: Mixture components per element of the default force uncertainty, the feature density (bench_llpr: 8 ranked
+#: the errors at 600 K best among 1, 2, 4, 8 and 16 full-covariance components).
+DENSITY_COMPONENTS = 8
 
 
 def fit_last_layer_uncertainty(
@@ -65,30 +70,47 @@ def fit_last_layer_uncertainty(
     validation_batches: Iterable,
     prepare: Callable = lambda batch: batch,
     force_samples: int = 0,
+    density_components: int | None = None,
 ) -> LastLayerUncertainty:
     """The LLPR uncertainty of a trained ``model`` (see :mod:`sciml.models.last_layer`): G = sum g g^T over
     ``train_batches`` (no forces needed), then on ``validation_batches`` (with energy and force labels) the
     regulariser from :data:`REGULARISER_GRID` and the two scales, s^2 = sum e^2 / sum u^2 as for a committee.
-    ``force_samples`` > 0: the force uncertainty of that many ensemble members (each validation batch's force
-    Jacobian dF/d(w, b) gives each regulariser's ensemble; only the per-atom spreads are kept). ``prepare``
-    moves a batch to the model's device and dtype. Returns the fitted wrapper in eval mode."""
-    wrapped = LastLayerUncertainty(model, force_samples=force_samples).eval()
+    The force uncertainty: by default (``density_components`` None, ``force_samples`` 0) the distance of each
+    atom's features from the training atoms' under :data:`DENSITY_COMPONENTS` mixture components per element
+    (fitted to the features of ``train_batches``); ``density_components`` K, with K components (0: the per-atom
+    energy rigidity); ``force_samples`` k > 0, the forces of that many last-layer ensemble members (each
+    validation batch's force Jacobian dF/d(w, b) gives each regulariser's ensemble; only the per-atom spreads
+    are kept). ``prepare`` moves a batch to the model's device and dtype. Returns the fitted wrapper in eval
+    mode."""
+    if density_components is None:
+        density_components = 0 if force_samples else DENSITY_COMPONENTS
+    wrapped = LastLayerUncertainty(model, force_samples=force_samples, density_components=density_components).eval()
     size = wrapped.rigidity_factor.shape[0]
     rigidity = torch.zeros(size, size, dtype=torch.float64)
+    plain = LastLayerUncertainty(model)  # the model's outputs with the last-layer gradients, nothing fitted
+    training_atoms: dict[str, list[torch.Tensor]] = {"features": [], "numbers": []}
     with torch.no_grad():
         for batch in train_batches:
-            gradient = wrapped(prepare(batch))["last_layer_gradient"].double().cpu()
+            batch = prepare(batch)
+            outputs = plain(batch)
+            gradient = outputs["last_layer_gradient"].double().cpu()
             rigidity += gradient.T @ gradient
+            if density_components:
+                training_atoms["features"].append(outputs["last_layer_features"].double().cpu())
+                training_atoms["numbers"].append(batch.numbers.cpu())
+    if density_components:
+        fit_feature_density(wrapped.feature_density, *(torch.cat(values) for values in training_atoms.values()))
     scale = float(torch.trace(rigidity)) / size
     factors = []  # (G + varsigma^2 I)^-1 = L L^T for each regulariser of the grid
     for fraction in REGULARISER_GRID:
         inverse = torch.linalg.inv(rigidity + fraction * scale * torch.eye(size, dtype=torch.float64))
         factors.append(torch.linalg.cholesky(0.5 * (inverse + inverse.T)))
     directions = [factor @ wrapped.probes().double().cpu() for factor in factors] if force_samples else []
-    plain = LastLayerUncertainty(model)  # the forces, and with force_samples their last-layer Jacobian
+    # the forces, and with force_samples their last-layer Jacobian
     potential = ForceStressOutput(LastLayerJacobian(plain) if force_samples else plain).eval()
     kept: dict[str, list[torch.Tensor]] = {key: [] for key in ("structure", "atom", "energy_error", "force_error")}
     ensemble_spreads: list[list[torch.Tensor]] = [[] for _ in directions]  # per regulariser, (N,) per batch
+    distances = []  # (N,) per batch: the feature density's
     for batch in validation_batches:
         batch = prepare(batch)
         outputs = potential(batch)
@@ -100,6 +122,9 @@ def fit_last_layer_uncertainty(
             jacobian = outputs["last_layer_ensemble_forces"].detach().double().cpu().permute(1, 2, 0)
             for spreads, direction in zip(ensemble_spreads, directions, strict=True):
                 spreads.append(ensemble_force_spread(torch.einsum("nad,dk->kna", jacobian, direction)))
+        if density_components:
+            distance = wrapped.feature_density.distance(outputs["last_layer_features"], batch.numbers)
+            distances.append(distance.double().cpu())
     gradients = {"last_layer_gradient": torch.cat(kept["structure"])}
     gradients["atom_last_layer_gradient"] = torch.cat(kept["atom"])
     energy_error, force_error = torch.cat(kept["energy_error"]), torch.cat(kept["force_error"])
@@ -108,10 +133,14 @@ def fit_last_layer_uncertainty(
         energy_spread, force_spread = rigidity_spread(gradients, factor)
         if force_samples:
             force_spread = torch.cat(ensemble_spreads[index])
+        elif density_components:
+            force_spread = torch.cat(distances)
         alpha_e = (energy_error.pow(2).sum() / energy_spread.pow(2).sum()).sqrt()
         alpha_f = (force_error.pow(2).sum() / (3 * force_spread.pow(2).sum())).sqrt()
-        variance = (alpha_f * force_spread[:, None]).pow(2).clamp_min(1e-30)
-        nll = float((variance.log() + force_error.pow(2) / variance).mean())
+        if density_components:
+            nll = gaussian_nll(energy_error, alpha_e * energy_spread)
+        else:
+            nll = gaussian_nll(force_error, alpha_f * force_spread[:, None])
         if best is None or nll < best[0]:
             best = (nll, fraction * scale, factor, float(alpha_e), float(alpha_f))
     _, regulariser, factor, alpha_e, alpha_f = best
@@ -120,6 +149,12 @@ def fit_last_layer_uncertainty(
     wrapped.energy_uncertainty_scale.fill_(alpha_e)
     wrapped.force_uncertainty_scale.fill_(alpha_f)
     return wrapped
+
+
+def gaussian_nll(error: torch.Tensor, sigma: torch.Tensor) -> float:
+    """Mean Gaussian negative log-likelihood of ``error`` under ``sigma`` (broadcast), up to a constant."""
+    variance = sigma.pow(2).clamp_min(1e-30)
+    return float((variance.log() + error.pow(2) / variance).mean())
 
 
 class LastLayerJacobian(nn.Module):

@@ -37,15 +37,17 @@ def test_the_wrapper_changes_no_prediction_and_its_features_are_the_last_layer_g
 
 @pytest.fixture(scope="module")
 def fitted(committee_run):
-    """The LLPR of the committee run's first member (a trained E2Former, its EMA weights), and the data."""
+    """The LLPR of the committee run's first member (a trained E2Former, its EMA weights) with the per-atom
+    energy rigidity as the force uncertainty, and the data."""
     module, data, _ = committee_run
     member = copy.deepcopy(module.evaluation_model.members[0])
-    wrapped = fit_last_layer_uncertainty(member, data.train_dataloader(), data.val_dataloader())
+    wrapped = fit_last_layer_uncertainty(member, data.train_dataloader(), data.val_dataloader(), density_components=0)
     return wrapped, data
 
 
 def test_the_fit_is_calibrated_on_the_validation_split(fitted):
     wrapped, data = fitted
+    assert wrapped.density_components == 0 and wrapped.force_samples == 0
     assert wrapped.calibrated and wrapped.force_uncertainty_scale > 0 and wrapped.energy_uncertainty_scale > 0
     assert 0 < float(wrapped.regulariser) < float("inf")
     squared_errors = predicted = 0.0
