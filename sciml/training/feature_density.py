@@ -9,9 +9,9 @@ import torch
 
 from sciml.models.feature_density import FeatureDensity
 
-#: Atoms per element kept for the fit (a random subset beyond it: the fit's time stays bounded).
+#: Atoms per element kept for the fit, a random subset beyond it, so that the fit's time stays bounded.
 MAX_ATOMS_PER_ELEMENT = 20_000
-#: Training atoms per mixture component and feature: fewer atoms fit fewer components (at least one).
+#: Training atoms per mixture component and feature; fewer atoms fit fewer components (at least one).
 ATOMS_PER_PARAMETER = 2
 #: Added to the covariances' diagonal, as a fraction of the element's mean feature variance.
 COVARIANCE_REGULARISER = 1e-4

@@ -59,8 +59,8 @@ class UncertaintyCalibration:
 #: negative log-likelihood of the validation force errors (of the energy errors, where the force uncertainty
 #: is the feature density's, which does not depend on it) is kept.
 REGULARISER_GRID = tuple(10.0**k for k in range(-10, 1))
-#: Mixture components per element of the default force uncertainty, the feature density (bench_llpr: 8 ranked
-#: the errors at 600 K best among 1, 2, 4, 8 and 16 full-covariance components).
+#: Mixture components per element of the default force uncertainty, the feature density (in bench_llpr's setting
+#: 8 and 16 ranked the errors at 600 K best among 1, 2, 4, 8 and 16 full-covariance components).
 DENSITY_COMPONENTS = 8
 
 
