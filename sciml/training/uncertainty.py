@@ -128,13 +128,14 @@ def fit_last_layer_uncertainty(
     gradients = {"last_layer_gradient": torch.cat(kept["structure"])}
     gradients["atom_last_layer_gradient"] = torch.cat(kept["atom"])
     energy_error, force_error = torch.cat(kept["energy_error"]), torch.cat(kept["force_error"])
+    density_spread = torch.cat(distances) if density_components else None  # the same for every regulariser
     best = None
     for index, (fraction, factor) in enumerate(zip(REGULARISER_GRID, factors, strict=True)):
         energy_spread, force_spread = rigidity_spread(gradients, factor)
         if force_samples:
             force_spread = torch.cat(ensemble_spreads[index])
         elif density_components:
-            force_spread = torch.cat(distances)
+            force_spread = density_spread
         alpha_e = (energy_error.pow(2).sum() / energy_spread.pow(2).sum()).sqrt()
         alpha_f = (force_error.pow(2).sum() / (3 * force_spread.pow(2).sum())).sqrt()
         if density_components:
