@@ -95,6 +95,36 @@ def test_no_exploration_rounds_trains_the_final_model_on_the_seed_set_and_says_s
     assert not (tmp_path / "none" / "labelled.extxyz").exists()  # refused before any label
 
 
+def test_a_round_trains_at_the_settings_learning_rate_not_the_long_runs_default(tmp_path, monkeypatch):
+    """The loop's short trainings keep the recipe's schedule at their own peak (5e-3), not the 1e-2 of
+    ``PotentialModule``'s long-run default; a non-positive rate is refused."""
+    from sciml.active import training
+    from sciml.training.schedules import WarmupCosine
+
+    seen = []
+
+    class Recording(training.PotentialModule):
+        def configure_optimizers(self):
+            seen.append(super().configure_optimizers())
+            return seen[-1]
+
+    monkeypatch.setattr(training, "PotentialModule", Recording)
+    frames = []
+    for k in range(8):
+        frame = WATER.copy()
+        frame.positions += np.random.default_rng(k).normal(0.0, 0.05, frame.positions.shape)
+        frames.append(CountingOracle().label(frame))
+    ase.io.write(tmp_path / "frames.extxyz", frames)
+    settings = tiny_settings(rounds=0).training
+    assert settings.learning_rate == 5e-3
+    training.train_round(tmp_path / "frames.extxyz", tmp_path / "round", settings, round=0, epochs=1)
+    (configured,) = seen
+    optimizer, scheduler = configured["optimizer"], configured["lr_scheduler"]["scheduler"]
+    assert optimizer.defaults["lr"] == 5e-3 and optimizer.defaults["amsgrad"] and isinstance(scheduler, WarmupCosine)
+    with pytest.raises(ValueError, match="learning_rate must be positive"):
+        TrainingSettings(learning_rate=0.0)
+
+
 def test_an_interrupted_run_resumes_with_only_the_missing_labels_and_failures_are_recorded(tmp_path):
     interrupted = CountingOracle(fail_on=(5,), error=KeyboardInterrupt)
     with pytest.raises(KeyboardInterrupt):

@@ -318,7 +318,7 @@ def test_koopman_module_old_encoder_keyword_warns_and_still_works():
 
 
 def test_potential_module_defaults_are_the_recipe(tmp_path, molecule_frames):
-    """``PotentialModule(model)`` trains with the benchmark's recipe: AMSGrad at 5e-3 with warm-up + cosine,
+    """``PotentialModule(model)`` trains with the benchmark's recipe: AMSGrad at 1e-2 with warm-up + cosine,
     EMA 0.99, force weight 100, and stage two over the last 20 % of the epochs."""
     from sciml.training.schedules import WarmupCosine
 
@@ -332,7 +332,7 @@ def test_potential_module_defaults_are_the_recipe(tmp_path, molecule_frames):
     trainer.fit(module, data)
     (optimizer,) = trainer.optimizers
     assert isinstance(optimizer, torch.optim.Adam) and optimizer.defaults["amsgrad"]
-    assert optimizer.defaults["lr"] == 5e-3
+    assert optimizer.defaults["lr"] == 1e-2
     (config,) = trainer.lr_scheduler_configs
     assert isinstance(config.scheduler, WarmupCosine) and config.scheduler.total_steps == trainer.global_step
     assert module.weights == {"energy": 1000.0, "forces": 100.0, "stress": 0.0}  # stage two from epoch 4 of 5
