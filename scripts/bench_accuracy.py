@@ -298,6 +298,27 @@ def e2former_curve(run: Path) -> list[dict]:
     return sorted(curve, key=lambda point: point["epoch"])
 
 
+def curve_at(curve: list[dict], minutes: float) -> float:
+    """Validation force MAE (meV/Å) of a learning curve at ``minutes`` of training, interpolated linearly between
+    its validations (NaN outside them)."""
+    points = [(p["minutes"], p["force_mae_mev_per_a"]) for p in curve]
+    exact = [y for t, y in points if t == minutes]
+    if exact:
+        return exact[-1]
+    for (t0, y0), (t1, y1) in zip(points, points[1:], strict=False):
+        if t0 < minutes < t1:
+            return y0 + (y1 - y0) * (minutes - t0) / (t1 - t0)
+    return float("nan")
+
+
+def equal_time_validation(results: dict) -> tuple[float, dict[str, float]]:
+    """Every row's validation force MAE at the same training time: the shortest row's last validation (a probe
+    cannot foresee a model slowing down later in its run, so the rows' runs end at different times)."""
+    curves = {name: result["training"].get("curve", []) for name, result in results.items()}
+    minutes = min((curve[-1]["minutes"] for curve in curves.values() if curve), default=float("nan"))
+    return minutes, {name: curve_at(curve, minutes) for name, curve in curves.items()}
+
+
 def plot_curves(results: dict, path: Path, title: str) -> None:
     """Validation force MAE (meV/Å, log scale) against training minutes, every row on one plot."""
     import matplotlib
@@ -429,6 +450,12 @@ def compare(args, out: Path) -> None:
         "nve_drift_mev_per_atom_ps": abs(e2.get("nve", {}).get("drift_mev_per_atom_ps", float("nan"))),
         "symmetric_site_max_force_f32": e2["symmetric_site_max_force_f32"],
     }
+    minutes, at_minutes = equal_time_validation(results)
+    equal_time = (
+        f"Validation force MAE at {minutes:.1f} training minutes, the shortest row's run: "
+        + ", ".join(f"{name} {mae:.2f} meV/Å" for name, mae in at_minutes.items())
+        + " (interpolated on each row's curve)."
+    )
     sections = [
         f"Aspirin (GFN2-xTB, `data/aspirin_md/`): train 1500 frames at 500 K, test 500 at 400 K and 500 at 600 K. "
         f"Every model trained for the same {args.budget:g} minutes of wall-clock time on the same cores (epochs from "
@@ -440,11 +467,14 @@ def compare(args, out: Path) -> None:
         f"Symmetric-site float32 force of the trained E2Former: {ratios['symmetric_site_max_force_f32']:.2e} eV/Å "
         "(perfect fcc carbon and methane's carbon, where symmetry makes it zero).",
         f"Validation force MAE against training time, every row: ![learning curves]({figure.name})",
+        equal_time,
     ] + ([args.note] if args.note else [])
     title = f"E2Former against MACE, {args.budget:g} minutes of training each, aspirin" + (
         " (smoke run)" if args.smoke else ""
     )
-    write_results(name, title, sections, {"results": results, "ratios": ratios}, ratios, args.results)
+    equal = {"minutes": minutes, "validation_force_mae_mev_per_a": at_minutes}
+    write_results(name, title, sections, {"results": results, "ratios": ratios, "equal_time": equal}, ratios,
+                  args.results)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -53,3 +53,18 @@ def test_benchmark_smoke_run_writes_results_with_provenance(script, tmp_path):
     assert record["result"], "no RESULT values recorded"
     markdown = (tmp_path / f"{stem}.md").read_text()
     assert markdown.startswith("# ") and "| --- |" in markdown.replace("---:", "---") and "`RESULT " in markdown
+
+
+def test_accuracy_rows_are_compared_at_the_shortest_rows_training_time():
+    """bench_accuracy's equal-time figure: each curve interpolated at the shortest run's last validation."""
+    sys.path.insert(0, str(SCRIPTS))
+    try:
+        from bench_accuracy import curve_at, equal_time_validation
+    finally:
+        sys.path.remove(str(SCRIPTS))
+    curve = [{"minutes": m, "force_mae_mev_per_a": y} for m, y in [(1.0, 50.0), (3.0, 30.0), (5.0, 20.0)]]
+    assert curve_at(curve, 2.0) == pytest.approx(40.0) and curve_at(curve, 5.0) == 20.0
+    assert curve_at(curve, 0.5) != curve_at(curve, 0.5)  # before the first validation: NaN
+    short = {"training": {"curve": curve[:2]}}
+    minutes, at = equal_time_validation({"long": {"training": {"curve": curve}}, "short": short})
+    assert minutes == 3.0 and at == {"long": 30.0, "short": 30.0}
