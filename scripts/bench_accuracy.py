@@ -301,14 +301,12 @@ def e2former_curve(run: Path) -> list[dict]:
 def curve_at(curve: list[dict], minutes: float) -> float:
     """Validation force MAE (meV/Å) of a learning curve at ``minutes`` of training, interpolated linearly between
     its validations (NaN outside them)."""
-    points = [(p["minutes"], p["force_mae_mev_per_a"]) for p in curve]
-    exact = [y for t, y in points if t == minutes]
-    if exact:
-        return exact[-1]
-    for (t0, y0), (t1, y1) in zip(points, points[1:], strict=False):
-        if t0 < minutes < t1:
-            return y0 + (y1 - y0) * (minutes - t0) / (t1 - t0)
-    return float("nan")
+    import numpy as np
+
+    if not curve:
+        return float("nan")
+    times, maes = zip(*((p["minutes"], p["force_mae_mev_per_a"]) for p in curve), strict=True)
+    return float(np.interp(minutes, times, maes, left=float("nan"), right=float("nan")))
 
 
 def equal_time_validation(results: dict) -> tuple[float, dict[str, float]]:

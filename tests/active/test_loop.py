@@ -19,6 +19,7 @@ from sciml.active import (
     OracleFailure,
     TrainingSettings,
     gfn2_xtb,
+    rattled_copies,
 )
 from sciml.calculators import SciMLCalculator
 from sciml.commands import learn
@@ -109,12 +110,8 @@ def test_a_round_trains_at_the_settings_learning_rate_not_the_long_runs_default(
             return seen[-1]
 
     monkeypatch.setattr(training, "PotentialModule", Recording)
-    frames = []
-    for k in range(8):
-        frame = WATER.copy()
-        frame.positions += np.random.default_rng(k).normal(0.0, 0.05, frame.positions.shape)
-        frames.append(CountingOracle().label(frame))
-    ase.io.write(tmp_path / "frames.extxyz", frames)
+    oracle = CountingOracle()
+    ase.io.write(tmp_path / "frames.extxyz", [oracle.label(frame) for frame in rattled_copies(WATER, 8)])
     settings = tiny_settings(rounds=0).training
     assert settings.learning_rate == 5e-3
     training.train_round(tmp_path / "frames.extxyz", tmp_path / "round", settings, round=0, epochs=1)
