@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass(frozen=True)
@@ -16,13 +20,14 @@ class DegreeLayout:
     """Degrees (each >= 0, repeats allowed) stacked along M.
 
     Attributes (computed once, plain attributes: ``torch.compile`` reads them without a graph break):
-    ``dim`` = sum of 2l + 1; ``offsets``: start of each degree's block along M; ``slices``: ``x[:, slices[k]]``
-    is the (N, 2l + 1, C) block of the k-th degree.
+    ``dim`` = sum of 2l + 1; ``offsets``: start of each degree's block along M; ``sizes``: 2l + 1 of each degree;
+    ``slices``: ``x[:, slices[k]]`` is the (N, 2l + 1, C) block of the k-th degree.
     """
 
     degrees: tuple[int, ...]
     offsets: tuple[int, ...] = field(init=False, repr=False, compare=False)
     dim: int = field(init=False, repr=False, compare=False)
+    sizes: tuple[int, ...] = field(init=False, repr=False, compare=False)
     slices: tuple[slice, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -34,12 +39,18 @@ class DegreeLayout:
         object.__setattr__(self, "degrees", degrees)
         object.__setattr__(self, "offsets", offsets)
         object.__setattr__(self, "dim", sum(sizes))
+        object.__setattr__(self, "sizes", tuple(sizes))
         object.__setattr__(self, "slices", tuple(slice(s, s + n) for s, n in zip(offsets, sizes, strict=True)))
 
     @classmethod
     def up_to(cls, lmax: int) -> DegreeLayout:
         """Degrees 0, 1, ..., lmax: dim (lmax + 1)^2."""
         return cls(tuple(range(lmax + 1)))
+
+    def blocks(self, x: torch.Tensor, dim: int = 1) -> tuple[torch.Tensor, ...]:
+        """The blocks of every degree of ``x`` along ``dim``, as views: one ``torch.split``, whose gradient is
+        one concatenation (slicing block by block costs a zero-filled full-size gradient per block)."""
+        return x.split(self.sizes, dim=dim)
 
     def __len__(self) -> int:
         return len(self.degrees)

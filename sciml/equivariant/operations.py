@@ -107,17 +107,15 @@ class ChannelMixing(nn.Module):
             nn.init.normal_(weight)
 
     def forward(self, contracted: torch.Tensor) -> torch.Tensor:
-        n = contracted.shape[0]
+        n, degrees = contracted.shape[0], self.layout.out_degrees
+        sizes = [(2 * J + 1) * len(self.layout.paths[J]) for J in degrees]  # consecutive, from layout.start
         blocks = []
-        for J, weight in zip(self.layout.out_degrees, self.weights, strict=True):
+        for J, weight, part in zip(degrees, self.weights, contracted.split(sizes, dim=1), strict=True):
             n_paths = len(self.layout.paths[J])
             if n_paths == 0:
                 blocks.append(contracted.new_zeros(n, 2 * J + 1, self.channels_out))
                 continue
-            start = self.layout.start[J]
-            block = contracted[:, start : start + (2 * J + 1) * n_paths].reshape(
-                n, 2 * J + 1, n_paths * self.channels_in
-            )
+            block = part.reshape(n, 2 * J + 1, n_paths * self.channels_in)
             scale = 1.0 / math.sqrt(n_paths * self.channels_in)
             blocks.append(block @ (weight.reshape(n_paths * self.channels_in, self.channels_out) * scale))
         return torch.cat(blocks, dim=1)

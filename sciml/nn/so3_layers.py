@@ -29,7 +29,8 @@ class SO3Linear(nn.Module):
         nn.init.zeros_(self.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        blocks = [x[:, s] @ (self.weight[l] * self.scale) for l, s in enumerate(self.layout.slices)]
+        weights = (self.weight * self.scale).unbind(0)
+        blocks = [block @ weight for block, weight in zip(self.layout.blocks(x), weights, strict=True)]
         blocks[0] = blocks[0] + self.bias
         return torch.cat(blocks, dim=1)
 
@@ -48,7 +49,8 @@ class Invariants(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         a, b = self.left(x), self.right(x)
-        return torch.cat([(a[:, s] * b[:, s]).sum(1) for s in self.layout.slices], dim=1)
+        pairs = zip(self.layout.blocks(a), self.layout.blocks(b), strict=True)
+        return torch.cat([(left * right).sum(1) for left, right in pairs], dim=1)
 
 
 NORMS = ("centred", "joint", "separable")
@@ -91,19 +93,21 @@ class EquivariantRMSNorm(nn.Module):
         nn.init.zeros_(self.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        centred = x[:, 0] - x[:, 0].mean(-1, keepdim=True)
+        degree_blocks = self.layout.blocks(x)  # (N, 2l + 1, C) each
+        weights = self.weight.unbind(0)
+        centred = degree_blocks[0] - degree_blocks[0].mean(-1, keepdim=True)  # (N, 1, C)
         scalars = centred * torch.rsqrt(centred.pow(2).mean(-1, keepdim=True) + self.eps)
-        blocks = [(scalars * self.weight[0] + self.bias)[:, None]]
+        blocks = [scalars * weights[0] + self.bias]
         if self.lmax > 0:
-            slices = self.layout.slices[1:]
-            powers = [x[:, s].pow(2).mean(1) for s in slices]  # (N, C) per degree
+            powers = [block.pow(2).mean(1) for block in degree_blocks[1:]]  # (N, C) per degree
             if self.kind == "joint":
-                powers.insert(0, x[:, 0].pow(2))
+                powers.insert(0, degree_blocks[0][:, 0].pow(2))
             elif self.kind == "centred":
-                powers.insert(0, centred.pow(2))
+                powers.insert(0, centred[:, 0].pow(2))
             power = torch.stack(powers, 0).mean(0)  # (N, C)
             inverse_rms = torch.rsqrt(power.mean(-1, keepdim=True) + self.eps)[:, None]
-            blocks += [x[:, s] * inverse_rms * self.weight[l + 1] for l, s in enumerate(slices)]
+            pairs = zip(degree_blocks[1:], weights[1:], strict=True)
+            blocks += [block * inverse_rms * weight for block, weight in pairs]
         return torch.cat(blocks, dim=1)
 
     def extra_repr(self) -> str:
@@ -123,8 +127,9 @@ class GatedFeedForward(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.up(x)
         gates = torch.sigmoid(self.gates(x[:, 0])).reshape(-1, self.lmax, self.hidden)
-        blocks = [nn.functional.silu(y[:, :1])]
-        blocks += [y[:, s] * gates[:, None, l] for l, s in enumerate(self.layout.slices[1:])]
+        degree_blocks = self.layout.blocks(y)
+        blocks = [nn.functional.silu(degree_blocks[0])]
+        blocks += [block * gates[:, None, l] for l, block in enumerate(degree_blocks[1:])]
         return self.down(torch.cat(blocks, dim=1))
 
 
