@@ -122,6 +122,20 @@ def test_degree_layout_offsets_slices_and_e3nn_dims():
         DegreeLayout((0, -1))
 
 
+def test_degree_blocks_are_the_slices_as_views_with_the_same_gradient():
+    layout = DegreeLayout((0, 1, 1, 2))
+    x = torch.randn(4, layout.dim, 3, dtype=torch.float64, requires_grad=True)
+    blocks = layout.blocks(x)
+    assert layout.sizes == (1, 3, 3, 5) and len(blocks) == 4
+    for block, s in zip(blocks, layout.slices, strict=True):
+        assert block.data_ptr() == x[:, s].data_ptr() and torch.equal(block, x[:, s])
+    weights = torch.randn(layout.dim, 3, dtype=torch.float64)
+    pairs = zip(blocks, layout.slices, strict=True)
+    (split_gradient,) = torch.autograd.grad(sum((block * weights[s]).sum() for block, s in pairs), x)
+    (slice_gradient,) = torch.autograd.grad(sum((x[:, s] * weights[s]).sum() for s in layout.slices), x)
+    assert torch.equal(split_gradient, slice_gradient)
+
+
 def test_reset_parameters_redraws_the_equivariant_weights():
     from sciml.nn.so3_layers import EquivariantRMSNorm, SO3Linear
 
