@@ -309,6 +309,14 @@ def curve_at(curve: list[dict], minutes: float) -> float:
     return float(np.interp(minutes, times, maes, left=float("nan"), right=float("nan")))
 
 
+def epochs_trained(training: dict) -> str:
+    """The epochs a row trained: ``"n"``, or ``"n of planned"`` where ``trainer.max_time`` stopped the run before
+    the epochs its probe planned (each epoch of the run is validated once: its curve counts them)."""
+    planned, curve = training["epochs"], training.get("curve", [])
+    trained = len(curve) if curve else planned
+    return str(planned) if trained >= planned else f"{trained} of {planned}"
+
+
 def equal_time_validation(results: dict) -> tuple[float, dict[str, float]]:
     """Every row's validation force MAE at the same training time: the shortest row's last validation (a probe
     cannot foresee a model slowing down later in its run, so the rows' runs end at different times)."""
@@ -429,7 +437,8 @@ def compare(args, out: Path) -> None:
         drift = f"{nve.get('drift_mev_per_atom_ps', float('nan')):.4f}" + (" (blew up)" if nve.get("blew_up") else "")
         for k, half in enumerate(TESTS):
             row = result["test"][str(DATA / half)]
-            first = [model, result["training"]["epochs"], f"{result['training']['seconds'] / 60:.1f}"] if not k else []
+            train_minutes = f"{result['training']['seconds'] / 60:.1f}"
+            first = [model, epochs_trained(result["training"]), train_minutes] if not k else []
             rows.append(
                 (first or ["", "", ""])
                 + ([f"{result['parameters']:,}".replace(",", " ")] if not k else [""])

@@ -59,7 +59,7 @@ def test_accuracy_rows_are_compared_at_the_shortest_rows_training_time():
     """bench_accuracy's equal-time figure: each curve interpolated at the shortest run's last validation."""
     sys.path.insert(0, str(SCRIPTS))
     try:
-        from bench_accuracy import curve_at, equal_time_validation
+        from bench_accuracy import curve_at, epochs_trained, equal_time_validation
     finally:
         sys.path.remove(str(SCRIPTS))
     curve = [{"minutes": m, "force_mae_mev_per_a": y} for m, y in [(1.0, 50.0), (3.0, 30.0), (5.0, 20.0)]]
@@ -68,3 +68,5 @@ def test_accuracy_rows_are_compared_at_the_shortest_rows_training_time():
     short = {"training": {"curve": curve[:2]}}
     minutes, at = equal_time_validation({"long": {"training": {"curve": curve}}, "short": short})
     assert minutes == 3.0 and at == {"long": 30.0, "short": 30.0}
+    assert epochs_trained({"epochs": 3, "curve": curve}) == "3"  # a run cut by max_time says so
+    assert epochs_trained({"epochs": 4, "curve": curve}) == "3 of 4"
