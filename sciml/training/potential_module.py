@@ -22,7 +22,8 @@ from sciml.training.uncertainty import UncertaintyCalibration
 
 def recipe_optimizer(parameters, lr: float = 1e-2) -> torch.optim.Optimizer:
     """The recipe's optimizer: AMSGrad at a peak learning rate of 1e-2 (short trainings of a few thousand
-    steps start faster at 5e-3: ``functools.partial(recipe_optimizer, lr=5e-3)``)."""
+    steps, and the ``large`` preset, train better at 5e-3: ``PotentialModule(model, optimizer=
+    functools.partial(recipe_optimizer, lr=5e-3), scheduler=recipe_scheduler)``)."""
     return torch.optim.Adam(parameters, lr=lr, amsgrad=True)
 
 
