@@ -10,7 +10,7 @@ import lightning as L
 from ase import Atoms
 from ase.calculators.singlepoint import SinglePointCalculator
 from ase.stress import full_3x3_to_voigt_6_stress
-from lightning.pytorch.callbacks import BasePredictionWriter, ModelCheckpoint
+from lightning.pytorch.callbacks import BasePredictionWriter, ModelCheckpoint, Timer
 
 from sciml.data.files import AtomicOutput
 from sciml.models.last_layer import check_force_uncertainty
@@ -40,6 +40,29 @@ class TrainingClock(L.Callback):
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if not trainer.sanity_checking and trainer.state.fn == "fit":
             pl_module.log("time/training_minutes", (time.perf_counter() - self._start) / 60, batch_size=1)
+
+
+class FitScheduleToTime(L.Callback):
+    """With ``trainer.max_time``: after each epoch (its validation included), shorten ``max_epochs`` to the epochs
+    that still fit in the time left at the mean epoch time so far, and the step schedule with it
+    (``WarmupCosine.total_steps``), so that the cosine decay and stage two (a fraction of ``max_epochs``) end when
+    the time does instead of being cut off by it. Never lengthens a run; without ``max_time`` it does nothing."""
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        timer = next((callback for callback in trainer.callbacks if isinstance(callback, Timer)), None)
+        planned = trainer.fit_loop.max_epochs
+        remaining = timer.time_remaining() if timer is not None else None
+        if remaining is None or planned is None or planned < 0:
+            return
+        done = trainer.current_epoch + 1
+        fits = done + int(max(remaining, 0.0) // (timer.time_elapsed() / done))
+        if fits >= planned:
+            return
+        trainer.fit_loop.max_epochs = fits
+        steps = fits * trainer.num_training_batches // max(1, trainer.accumulate_grad_batches)
+        for config in trainer.lr_scheduler_configs:
+            if hasattr(config.scheduler, "total_steps"):
+                config.scheduler.total_steps = steps
 
 
 class PredictionWriter(BasePredictionWriter):

@@ -121,3 +121,39 @@ def test_recipe_through_the_cli_in_float64(monkeypatch, tmp_path):
     assert isinstance(schedule.scheduler, WarmupCosine) and schedule.interval == "step"
     assert schedule.scheduler.total_steps == 6  # filled in from the trainer
     assert all(torch.isfinite(v) for v in cli.trainer.callback_metrics.values())
+
+
+def test_a_run_under_max_time_shortens_its_plan_and_its_cosine_to_the_epochs_that_fit():
+    """FitScheduleToTime: 3 epochs in 28.5 s of a 60 s budget leave room for 3 more, so a plan of 20 epochs
+    becomes 6 and the cosine's length 6 x 10 steps; a plan that fits, or a run without max_time, is untouched."""
+    import time
+    from types import SimpleNamespace
+
+    from lightning.pytorch.callbacks import Timer
+    from lightning.pytorch.trainer.states import RunningStage
+
+    from sciml.training.callbacks import FitScheduleToTime
+
+    def trainer_after(epochs: int, seconds: float, planned: int, duration: float | None):
+        timer = Timer(duration=None if duration is None else {"seconds": duration})
+        timer._start_time[RunningStage.TRAINING] = time.monotonic() - seconds
+        optimizer = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=1.0)
+        schedule = WarmupCosine(optimizer, warmup_steps=5, total_steps=planned * 10)
+        return SimpleNamespace(
+            callbacks=[timer],
+            fit_loop=SimpleNamespace(max_epochs=planned),
+            current_epoch=epochs - 1,
+            num_training_batches=10,
+            accumulate_grad_batches=1,
+            lr_scheduler_configs=[SimpleNamespace(scheduler=schedule)],
+        )
+
+    trainer = trainer_after(epochs=3, seconds=28.5, planned=20, duration=60.0)
+    FitScheduleToTime().on_train_epoch_end(trainer, None)
+    assert trainer.fit_loop.max_epochs == 6 and trainer.lr_scheduler_configs[0].scheduler.total_steps == 60
+    assert trainer.lr_scheduler_configs[0].scheduler.factor(60) == pytest.approx(0.01)  # the floor at the new end
+    for planned, duration in ((5, 60.0), (20, None)):  # fits already / no max_time
+        trainer = trainer_after(epochs=3, seconds=30.0, planned=planned, duration=duration)
+        FitScheduleToTime().on_train_epoch_end(trainer, None)
+        assert trainer.fit_loop.max_epochs == planned
+        assert trainer.lr_scheduler_configs[0].scheduler.total_steps == planned * 10
