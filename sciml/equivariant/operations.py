@@ -96,6 +96,8 @@ class ChannelMixing(nn.Module):
     def __init__(self, layout: MixingLayout, channels_in: int, channels_out: int) -> None:
         super().__init__()
         self.layout, self.channels_in, self.channels_out = layout, channels_in, channels_out
+        # each output degree's block of the contraction, consecutive along dim 1 (from layout.start)
+        self.block_sizes = [(2 * J + 1) * len(layout.paths[J]) for J in layout.out_degrees]
         self.weights = nn.ParameterList(
             [nn.Parameter(torch.empty(len(layout.paths[J]), channels_in, channels_out)) for J in layout.out_degrees]
         )
@@ -107,10 +109,9 @@ class ChannelMixing(nn.Module):
             nn.init.normal_(weight)
 
     def forward(self, contracted: torch.Tensor) -> torch.Tensor:
-        n, degrees = contracted.shape[0], self.layout.out_degrees
-        sizes = [(2 * J + 1) * len(self.layout.paths[J]) for J in degrees]  # consecutive, from layout.start
+        n, degrees, parts = contracted.shape[0], self.layout.out_degrees, contracted.split(self.block_sizes, dim=1)
         blocks = []
-        for J, weight, part in zip(degrees, self.weights, contracted.split(sizes, dim=1), strict=True):
+        for J, weight, part in zip(degrees, self.weights, parts, strict=True):
             n_paths = len(self.layout.paths[J])
             if n_paths == 0:
                 blocks.append(contracted.new_zeros(n, 2 * J + 1, self.channels_out))

@@ -59,10 +59,9 @@ class FitScheduleToTime(L.Callback):
         if fits >= planned:
             return
         trainer.fit_loop.max_epochs = fits
-        steps = fits * trainer.num_training_batches // max(1, trainer.accumulate_grad_batches)
-        for config in trainer.lr_scheduler_configs:
+        for config in trainer.lr_scheduler_configs:  # re-set as PotentialModule first set it, for the new plan
             if hasattr(config.scheduler, "total_steps"):
-                config.scheduler.total_steps = steps
+                config.scheduler.total_steps = trainer.estimated_stepping_batches
 
 
 class PredictionWriter(BasePredictionWriter):

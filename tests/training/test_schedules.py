@@ -134,12 +134,17 @@ def test_a_run_under_max_time_shortens_its_plan_and_its_cosine_to_the_epochs_tha
 
     from sciml.training.callbacks import FitScheduleToTime
 
+    class StubTrainer(SimpleNamespace):
+        @property
+        def estimated_stepping_batches(self) -> int:  # as Lightning's, for a finite epoch limit
+            return math.ceil(self.num_training_batches / self.accumulate_grad_batches) * self.fit_loop.max_epochs
+
     def trainer_after(epochs: int, seconds: float, planned: int, duration: float | None):
         timer = Timer(duration=None if duration is None else {"seconds": duration})
         timer._start_time[RunningStage.TRAINING] = time.monotonic() - seconds
         optimizer = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=1.0)
         schedule = WarmupCosine(optimizer, warmup_steps=5, total_steps=planned * 10)
-        return SimpleNamespace(
+        return StubTrainer(
             callbacks=[timer],
             fit_loop=SimpleNamespace(max_epochs=planned),
             current_epoch=epochs - 1,
