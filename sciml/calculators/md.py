@@ -28,10 +28,19 @@ from ase.io import Trajectory
 from ase.md import MDLogger
 from ase.md.langevin import Langevin
 from ase.md.nose_hoover_chain import IsotropicMTKNPT
-from ase.md.velocitydistribution import MaxwellBoltzmannDistribution, Stationary, ZeroRotation
+from ase.md.velocitydistribution import Stationary, ZeroRotation
 from ase.md.verlet import VelocityVerlet
 
 from sciml.data.files import AtomicOutput
+
+try:  # ASE >= 3.29 (MaxwellBoltzmannDistribution is deprecated there)
+    from ase.md.velocitydistribution import thermalize_momenta
+except ImportError:  # ASE 3.23-3.28
+    from ase.md.velocitydistribution import MaxwellBoltzmannDistribution
+
+    def thermalize_momenta(atoms: Atoms, temperature_K: float, *, rng=None) -> None:
+        MaxwellBoltzmannDistribution(atoms, temperature_K=temperature_K, rng=rng)
+
 
 ENSEMBLES = ("nve", "nvt-langevin", "npt")
 
@@ -95,7 +104,7 @@ def dynamics_for(atoms: Atoms, settings: MDSettings):
 
 def initial_velocities(atoms: Atoms, temperature: float, seed: int) -> None:
     """Maxwell-Boltzmann velocities at ``temperature`` K, no net momentum (nor rotation for molecules)."""
-    MaxwellBoltzmannDistribution(atoms, temperature_K=temperature, rng=np.random.default_rng(seed))
+    thermalize_momenta(atoms, temperature, rng=np.random.default_rng(seed))
     Stationary(atoms)
     if not atoms.pbc.any():
         ZeroRotation(atoms)
