@@ -439,7 +439,8 @@ def compare(args, out: Path) -> None:
     rows = []
     for model, result in results.items():
         nve = result.get("nve", {})
-        drift = f"{nve.get('drift_mev_per_atom_ps', float('nan')):.4f}" + (" (blew up)" if nve.get("blew_up") else "")
+        drift = "not run" if "drift_mev_per_atom_ps" not in nve else f"{nve['drift_mev_per_atom_ps']:.4f}"
+        drift += " (blew up)" if nve.get("blew_up") else ""
         for k, half in enumerate(TESTS):
             row = result["test"][str(DATA / half)]
             train_minutes = f"{result['training']['seconds'] / 60:.1f}"
