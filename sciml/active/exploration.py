@@ -37,12 +37,12 @@ class ExplorationSettings:
     hold_ps: float = 3.0
     timestep: float = 0.5
     friction: float = 0.01
-    threshold: float = 0.2
+    threshold: float = 0.15
     stop_factor: float = 3.0
     patience_fs: float = 50.0
     min_distance: float = 0.6
     max_stretch: float = 1.6
-    cap: int = 20
+    cap: int = 50
     spacing_fs: float = 50.0
 
     def __post_init__(self) -> None:

@@ -57,7 +57,7 @@ class LearningSettings:
 
     exploration: ExplorationSettings = field(default_factory=ExplorationSettings)
     training: TrainingSettings = field(default_factory=TrainingSettings)
-    rounds: int = 8
+    rounds: int = 10
     seed_frames: int = 32
     seed_displacement: float = 0.1
     seed: int = 0
