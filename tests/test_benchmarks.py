@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from tests.conftest import ROOT, subprocess_threads
@@ -70,3 +71,29 @@ def test_accuracy_rows_are_compared_at_the_shortest_rows_training_time():
     assert minutes == 3.0 and at == {"long": 30.0, "short": 30.0}
     assert epochs_trained({"epochs": 3, "curve": curve}) == "3"  # a run cut by max_time says so
     assert epochs_trained({"epochs": 4, "curve": curve}) == "3 of 4"
+
+
+def test_kinetics_training_frames_cover_the_rotor():
+    """bench_kinetics' training set: half evenly in time, half spread over the C-C-O-H dihedral, so the rare
+    barrier frames are all taken; exact count, no repeats; without spreading, exactly the evenly spaced frames."""
+    sys.path.insert(0, str(SCRIPTS))
+    try:
+        from _rotor import ROTOR, dihedrals, spread_over_rotor
+    finally:
+        sys.path.remove(str(SCRIPTS))
+    from sciml.active.structures import molecule_from_smiles
+
+    start = molecule_from_smiles("CCO", 0)
+    rng = np.random.default_rng(1)
+    angles = np.concatenate([rng.normal(60, 10, 180), rng.normal(-60, 10, 180), [125, 130, 135, 175, 180]])
+    frames = []
+    for angle in angles:
+        frame = start.copy()
+        frame.set_dihedral(*ROTOR, angle, indices=[ROTOR[-1]])
+        frames.append(frame)
+    assert np.allclose(np.abs(dihedrals(frames)), np.abs(np.where(angles > 180, angles - 360, angles)), atol=1e-6)
+    chosen = spread_over_rotor(frames, 100, 0.5)
+    assert len(chosen) == len(set(chosen)) == 100
+    assert {360, 361, 362, 363, 364} <= set(chosen)  # every frame of the rare bins
+    even = spread_over_rotor(frames, 60, 0.0)
+    assert even == sorted(set(np.linspace(0, len(frames) - 1, 60).round().astype(int).tolist()))
