@@ -1,8 +1,8 @@
 """Ethanol's hydroxyl rotor in ``bench_kinetics.py``: the C-C-O-H dihedral of frames, the training frames
 spread over it, the rotor's wells and transitions, and its relaxed energy profile under a calculator.
 
-Under GFN2-xTB the profile (relaxed scan, 15° steps) has gauche wells at ±60°, trans 66 meV above them at 180°,
-the gauche -> trans barrier 106 meV at ±130° and the gauche+ <-> gauche- barrier 56 meV at 0° (cis): at 300 K
+Under GFN2-xTB the profile (relaxed scan, 10° steps) has gauche wells at ±60°, trans 66 meV above them at 180°,
+the gauche -> trans barrier 108 meV at ±130° and the gauche+ <-> gauche- barrier 56 meV at 0° (cis): at 300 K
 frames near the gauche -> trans barrier are rare, and a potential trained on frames taken evenly in time sees
 few of the configurations that set the rate of the slow process.
 """
@@ -12,15 +12,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import torch
 from ase import Atoms
+
+from sciml.koopman.observables import dihedral_angles
 
 ROTOR = (0, 1, 2, 8)  # C-C-O-H in RDKit's order for CCO with hydrogens added
 
 
 def dihedrals(frames: Sequence[Atoms]) -> np.ndarray:
     """The C-C-O-H dihedral of each frame in degrees, in (-180, 180]."""
-    angles = np.array([frame.get_dihedral(*ROTOR) for frame in frames])
-    return np.where(angles > 180, angles - 360, angles)
+    positions = torch.as_tensor(np.stack([frame.positions for frame in frames]))
+    return np.degrees(dihedral_angles(positions, ROTOR).numpy())
 
 
 def spread_over_rotor(frames: Sequence[Atoms], count: int, spread_fraction: float, bins: int = 36) -> list[int]:
@@ -28,17 +31,14 @@ def spread_over_rotor(frames: Sequence[Atoms], count: int, spread_fraction: floa
     ``bins`` equal bins of the dihedral (a random frame of each bin that still has one, seeded), so that the
     barrier regions the kinetics depend on are in the training set. Sorted, without repeats."""
     even = int(round(count * (1 - spread_fraction)))
-    chosen = set(np.linspace(0, len(frames) - 1, even).round().astype(int).tolist()) if even else set()
+    chosen = set(np.linspace(0, len(frames) - 1, even).round().astype(int).tolist())
     rng = np.random.default_rng(0)
     members = np.digitize(dihedrals(frames), np.linspace(-180, 180, bins + 1)[1:-1])
-    pools = [list(rng.permutation(np.flatnonzero(members == b))) for b in range(bins)]
+    pools = [[int(i) for i in rng.permutation(np.flatnonzero(members == b)) if i not in chosen] for b in range(bins)]
     while len(chosen) < min(count, len(frames)):
         for pool in pools:
-            while pool and len(chosen) < count:
-                index = int(pool.pop())
-                if index not in chosen:
-                    chosen.add(index)
-                    break
+            if pool and len(chosen) < count:
+                chosen.add(pool.pop())
     return sorted(chosen)
 
 

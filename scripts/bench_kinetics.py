@@ -59,12 +59,16 @@ from sciml.training.kinetics import molecular_kinetics
 SMILES = "CCO"
 
 
+def replica_trajectories(folder: Path) -> list[list]:
+    """Every frame of each ``replica_*.extxyz`` in ``folder``, one list per replica, in replica order."""
+    return [ase.io.read(path, index=":") for path in sorted(folder.glob("replica_*.extxyz"))]
+
+
 def training_frames(production: Path, replicas: int, count: int, spread: float, out: Path) -> tuple[Path, list]:
     """``count`` frames of the first ``replicas`` reference trajectories -> ``out``, a fraction ``spread`` of them
     spread over the rotor's dihedral (``_rotor.spread_over_rotor``), the rest evenly in time; the frames of the
     others are the test set."""
-    files = sorted(production.glob("replica_*.extxyz"))
-    frames = [ase.io.read(path, index=":") for path in files]
+    frames = replica_trajectories(production)
     train = [frame for trajectory in frames[:replicas] for frame in trajectory]
     picked = [train[i] for i in spread_over_rotor(train, count, spread)]
     ase.io.write(out, picked, format="extxyz")
@@ -189,8 +193,8 @@ def main() -> None:
     ref_its, ml_its = slowest(reference), slowest(model_kinetics)
     rows.insert(0, [f"slowest implied timescale, lag {args.lag * 10} fs", "ps", _interval(list(ref_its.values()), 3),
                     _interval(list(ml_its.values()), 3)])  # fmt: skip
-    ref_rotor, ml_rotor = (rotor_populations([ase.io.read(path, index=":") for path in sorted(folder.glob("*.extxyz"))])
-                           for folder in (reference_production, Path(ml["production"])))  # fmt: skip
+    ref_rotor = rotor_populations(replica_trajectories(reference_production))
+    ml_rotor = rotor_populations(replica_trajectories(Path(ml["production"])))
     ref_profile = rotor_profile(start, gfn2_xtb().factory())
     ml_profile = rotor_profile(start, SciMLCalculator.from_checkpoint(ml["model"]))
     rows.append(["trans fraction by the dihedral (|C-C-O-H| > 120°)", "", f"{ref_rotor['trans_fraction']:.3f}",
