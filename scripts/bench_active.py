@@ -31,6 +31,7 @@ spearman_single=<x> coverage_2sigma=<x> md_<ps>ps_max_uncertainty_ratio=<x>
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import time
@@ -113,8 +114,9 @@ def bond_set(atoms: Atoms) -> set[tuple[int, int]]:
 
 
 def long_run(checkpoint: Path, start: Atoms, temperature: float, picoseconds: float, threshold: float) -> dict:
-    """ML Langevin MD at ``temperature`` (0.5 fs, the loop's thermostat): largest per-atom force uncertainty,
-    bonds of the start kept (checked every 100 steps), milliseconds per step."""
+    """ML Langevin MD at ``temperature`` (0.5 fs, the loop's thermostat): largest per-atom force uncertainty, and
+    its running maximum every 5 ps, steps above ``threshold``, bonds of the start kept (checked every 100 steps),
+    milliseconds per step."""
     calculator = SciMLCalculator.from_checkpoint(checkpoint, uncertainty=True)
     atoms = start.copy()
     atoms.calc = calculator
@@ -123,16 +125,34 @@ def long_run(checkpoint: Path, start: Atoms, temperature: float, picoseconds: fl
     dynamics = Langevin(atoms, 0.5 * units.fs, temperature_K=temperature, friction=0.01 / units.fs, fixcm=False,
                         rng=np.random.default_rng(8))  # fmt: skip
     bonds, steps = bond_set(start), round(picoseconds * 2000)
-    largest, broken_at, begin = 0.0, None, time.perf_counter()
+    largest, above, running, broken_at, begin = 0.0, 0, [], None, time.perf_counter()
     for step in range(1, steps + 1):
         dynamics.run(1)
-        largest = max(largest, float(np.max(calculator.results["forces_uncertainty"])))
+        value = float(np.max(calculator.results["forces_uncertainty"]))
+        largest, above = max(largest, value), above + (value > threshold)
         if broken_at is None and step % 100 == 0 and bond_set(atoms) != bonds:
             broken_at = step
+        if step % 10_000 == 0 or step == steps:
+            running.append([step / 2000, largest])
     seconds = time.perf_counter() - begin
     return {"ps": picoseconds, "steps": steps, "max_uncertainty": largest, "ratio_to_threshold": largest / threshold,
-            "bonds_intact": broken_at is None, "bonds_changed_at_step": broken_at,
-            "ms_per_step": 1e3 * seconds / max(steps, 1)}  # fmt: skip
+            "running_max": running, "steps_above_threshold": above, "bonds_intact": broken_at is None,
+            "bonds_changed_at_step": broken_at, "ms_per_step": 1e3 * seconds / max(steps, 1)}  # fmt: skip
+
+
+def cached_long_run(out: Path, checkpoint: Path, start: Atoms, temperature: float, picoseconds: float,
+                    threshold: float) -> dict:  # fmt: skip
+    """:func:`long_run`, read back from ``<out>/long_run.json`` when it ran with this checkpoint (its SHA-256) and
+    these settings: an hour of MD that a rerun changing only the passive models need not repeat."""
+    key = {"checkpoint_sha256": hashlib.sha256(checkpoint.read_bytes()).hexdigest(), "temperature": temperature,
+           "ps": picoseconds, "threshold": threshold}  # fmt: skip
+    cache = out / "long_run.json"
+    if cache.exists() and json.loads(cache.read_text())["key"] == key:
+        print(f"long run read back from {cache}", flush=True)
+        return json.loads(cache.read_text())["result"]
+    result = long_run(checkpoint, start, temperature, picoseconds, threshold)
+    cache.write_text(json.dumps({"key": key, "result": result}, indent=1))
+    return result
 
 
 def single_model_cost(checkpoint: Path, atoms: Atoms) -> dict:
@@ -153,7 +173,7 @@ def main() -> None:
     add("--passive-every", type=int, default=20, help="MD steps between passive frames")
     add("--test-frames", type=int, default=200, help="frames per test temperature")
     add("--passive-epochs", type=int, default=20, help="epochs of the single passive model")
-    add("--committee-epochs", type=int, default=8, help="epochs of the passive committee (4 members)")
+    add("--committee-epochs", type=int, default=20, help="epochs of the passive committee (4 members)")
     add("--md-ps", type=float, default=100.0, help="ps of the final ML Langevin run")
     add("--out", default=str(ROOT / "runs" / "bench_active"))
     add("--results", default=str(RESULTS))
@@ -169,7 +189,7 @@ def main() -> None:
         args.md_ps = 0.05
         learning.exploration = ExplorationSettings(temperature=args.temperature, ramp_ps=0.05, hold_ps=0.05)
         learning.training = TrainingSettings(epochs=2, epochs_per_round=1, final_epochs=1)
-        learning.rounds, learning.seed_frames = 2, 8
+        learning.rounds, learning.seed_frames, learning.confirm_hold_ps = 2, 8, 0.05
     start = molecule_from_smiles(args.smiles, 0)
     hot = args.temperature + 100
 
@@ -206,12 +226,12 @@ def main() -> None:
         print(f"passive {kind}: {row['test']['force_mae_mev_per_a']:.1f} meV/Å at {args.temperature:.0f} K", flush=True)
     cost = single_model_cost(out / "passive_single" / "model.ckpt", start)
 
-    begin = time.perf_counter()
     loop = ActiveLearning(out / "active", gfn2_xtb(), learning)
-    done = (out / "active" / "model.ckpt").exists()
+    spent = sum(loop.state["seconds"].values())
     final = loop.run(start)
-    if not done:
-        record_timing(out, timings, "active_wall_s", time.perf_counter() - begin)
+    if sum(loop.state["seconds"].values()) > spent:  # it did work (the phases' seconds grew): add this run's part
+        wall = sum(loop.state["seconds"].values()) - spent
+        record_timing(out, timings, "active_wall_s", timings.get("active_wall_s", 0.0) + wall)
     active_seconds = timings.get("active_wall_s", float("nan"))
     rounds = []
     state = loop.summary()
@@ -223,9 +243,14 @@ def main() -> None:
         rounds.append({"round": round, "oracle_calls_trained_on": calls, "force_mae_mev_per_a":
                        errors["force_mae_mev_per_a"], "max_uncertainty": record.get("max_uncertainty")})  # fmt: skip
     final_errors = {name: evaluate(final, sets[name])[0] for name in ("test", "test_hot")}
-    final_mae = final_errors["test"]["force_mae_mev_per_a"]
-    rounds.append({"round": "final", "oracle_calls_trained_on": len(loop.store.labelled),
-                   "force_mae_mev_per_a": final_mae, "max_uncertainty": None})  # fmt: skip
+    confirmations = state["confirmations"] or [{"model": str(final), "max_uncertainty": None}]
+    for k, record in enumerate(confirmations, start=1):  # the final model and its retrainings, each confirmed
+        round = len(state["rounds"]) + k  # the round number its confirmation labels carry
+        errors, _ = evaluate(Path(record["model"]), sets["test"])
+        rounds.append({"round": "final" + (f" + {k - 1} retraining" if k > 1 else ""),
+                       "oracle_calls_trained_on": sum(c for r, c in labelled_by_round.items() if r < round),
+                       "force_mae_mev_per_a": errors["force_mae_mev_per_a"],
+                       "max_uncertainty": record.get("max_uncertainty")})  # fmt: skip
     target = passive["single"]["test"]["force_mae_mev_per_a"]
     reached = next((r for r in rounds if r["force_mae_mev_per_a"] <= target), None)
     calls_needed = reached["oracle_calls_trained_on"] if reached else math.nan
@@ -233,7 +258,7 @@ def main() -> None:
           "bonds_changed_at_step": None, "ms_per_step": math.nan}  # fmt: skip
     for stage in ("without the long run", "complete"):
         if stage == "complete":
-            md = long_run(final, start, args.temperature, args.md_ps, learning.exploration.threshold)
+            md = cached_long_run(out, final, start, args.temperature, args.md_ps, learning.exploration.threshold)
         print(f"writing the results {stage}", flush=True)
         write(args, start, timings, passive, cost, rounds, final_errors, state, active_seconds, calls_needed, md)
 
@@ -277,7 +302,7 @@ def sections(args, data: dict) -> list[str]:
     round_rows = [[r["round"], r["oracle_calls_trained_on"], f"{r['force_mae_mev_per_a']:.1f}",
                    f"{r['max_uncertainty']:.3f}" if r["max_uncertainty"] is not None else "-"]
                   for r in active["rounds"]]  # fmt: skip
-    seconds = active["summary"]["seconds"]
+    seconds, loop = active["summary"]["seconds"], active["summary"]["settings"]
     final = active["final"]
     comparison = [
         ["passive (single model)", args.passive_frames,
@@ -311,13 +336,19 @@ def sections(args, data: dict) -> list[str]:
         f"{active['summary']['settings']['exploration']['threshold']} eV/Å, converged: "
         f"{active['summary']['converged']}): test force MAE at {T} of each round's model",
         markdown_table(["round", "oracle calls trained on", "F MAE meV/Å", "largest σ_F in its MD eV/Å"], round_rows),
+        f"The final rows are the final model ({loop['training']['final_epochs']} epochs on everything) and its "
+        f"retrainings, each with its confirmation run ({loop['confirm_hold_ps']:g} ps at {T} after the ramp); "
+        f"confirmed: {active['summary'].get('confirmed')}.",
         markdown_table(["training data", "oracle calls", f"F MAE {T} meV/Å", f"F MAE {hot} meV/Å"], comparison),
         f"Wall time of the loop {active['wall_s'] / 60:.1f} min: oracle {seconds['oracle']:.0f} s, training "
         f"{seconds['training']:.0f} s, MD {seconds['md']:.0f} s. Oracle calls to reach the passive MAE: "
         f"{active['calls_to_reach_passive']}.",
         f"Final model, {md['ps']:g} ps ML Langevin MD at {T}: largest per-atom force uncertainty "
-        f"{md['max_uncertainty']:.3f} eV/Å ({md['ratio_to_threshold']:.2f} x the threshold), bonds intact: "
-        f"{md['bonds_intact']}, {md['ms_per_step']:.1f} ms/step.",
+        f"{md['max_uncertainty']:.3f} eV/Å ({md['ratio_to_threshold']:.2f} x the threshold), steps above the "
+        f"threshold {md.get('steps_above_threshold', '-')} of {md['steps']}, bonds intact: {md['bonds_intact']}, "
+        f"{md['ms_per_step']:.1f} ms/step. Running maximum (ps, eV/Å): "
+        + ", ".join(f"{ps:g} {value:.3f}" for ps, value in md.get("running_max", []))
+        + ".",
     ]
 
 

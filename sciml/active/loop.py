@@ -16,14 +16,20 @@ rattled copies are then shared among them. Every round r >= 1 then
    (:class:`~sciml.active.store.LabelStore`), and goes on to round r + 1 (at most ``rounds``).
 
 When the loop ends (converged, or after ``rounds``), the last round's model trains ``final_epochs`` more on
-everything labelled (DP-GEN's final training), with its uncertainty fitted again.
+everything labelled (DP-GEN's final training), with its uncertainty fitted again. That final model is the one
+written, so it is the one checked (when there were exploration rounds): a confirmation run from every start
+(the ramp, then ``confirm_hold_ps`` at the target, longer than a round's hold) must stay at or below the
+threshold; otherwise the frames it picked are labelled and the model trains ``epochs_per_round`` more, then
+runs again (at most ``confirmations`` retrainings). ``state.json`` records each confirmation and whether the
+written model was ``confirmed``.
 
 The run directory holds the store, ``round<r>/model.ckpt`` and ``round<r>/candidates.extxyz`` (the frames
 picked for the oracle, written before it is called), ``state.json`` (each round's figures and the time spent
-in the oracle, training and MD), ``final/model.ckpt`` and, at the end, its copy ``model.ckpt``. Starting again in
-the same directory resumes: frames already sent to the oracle are never sent again, a trained round is not
-retrained, picked candidates are labelled without a new exploration. An oracle failure is recorded in the
-store and skipped.
+in the oracle, training and MD), ``final/model.ckpt``, ``confirm<k>/`` (a confirmation's picks and the model
+retrained after it) and, at the end, the written model's copy ``model.ckpt``. Starting again in the same
+directory resumes: frames already sent to the oracle are never sent again, a trained model is not retrained,
+picked candidates are labelled without a new exploration. An oracle failure is recorded in the store and
+skipped.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ import math
 import shutil
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import ase.io
@@ -53,7 +59,10 @@ PHASES = ("oracle", "training", "md")
 @dataclass
 class LearningSettings:
     """``rounds``: the most exploration rounds; ``seed_frames`` rattled copies (``seed_displacement`` Å at
-    most) label the start; ``source`` names the start (a SMILES string, a file) and must match on resuming."""
+    most) label the start; ``source`` names the start (a SMILES string, a file) and must match on resuming;
+    ``confirmations``: how often the final model may be retrained after a confirmation run (the exploration's
+    ramp, then ``confirm_hold_ps`` at the target) that went above the threshold (0, or ``rounds`` 0: no
+    confirmation run)."""
 
     exploration: ExplorationSettings = field(default_factory=ExplorationSettings)
     training: TrainingSettings = field(default_factory=TrainingSettings)
@@ -62,6 +71,13 @@ class LearningSettings:
     seed_displacement: float = 0.1
     seed: int = 0
     source: str = ""
+    confirmations: int = 2
+    confirm_hold_ps: float = 10.0
+
+    def __post_init__(self) -> None:
+        if self.confirmations < 0 or not self.confirm_hold_ps > 0:
+            raise ValueError(f"confirmations must be >= 0 and confirm_hold_ps > 0, got {self.confirmations} and "
+                             f"{self.confirm_hold_ps}")  # fmt: skip
 
 
 class ActiveLearning:
@@ -158,9 +174,58 @@ class ActiveLearning:
                         self.settings.rounds + 1, previous, epochs)  # fmt: skip
             self.state["final_from"] = str(previous)
             self._save_state()
+        confirmed = self._confirm(final if epochs else previous, starts)
         model = self.directory / "model.ckpt"
-        shutil.copyfile(final if epochs else previous, model)
+        shutil.copyfile(confirmed, model)
         self.report(f"wrote {model} and the store {self.store.labelled_path}")
+        return model
+
+    def _confirm(self, model: Path, starts: list[Atoms]) -> Path:
+        """Run the model that will be written, the final one, through a confirmation run from every start (the
+        ramp, then ``confirm_hold_ps`` at the target): the rounds checked their own models, not this one, and
+        over a shorter hold. Above the threshold, the frames it picked are labelled (their round: the last
+        round + k) and the model trains ``epochs_per_round`` more on everything, at most ``confirmations``
+        times. Returns the last model; ``state["confirmed"]`` says whether its run stayed below."""
+        if not self.settings.confirmations or not self.settings.rounds:  # no exploration asked for: none here
+            return model
+        rounds, origin = len(self.state["rounds"]), f"{model} after round {len(self.state['rounds'])}"
+        if self.state.get("confirmations_of") != origin:  # a new final model (e.g. more rounds): confirm anew
+            for old in self.directory.glob("confirm[0-9]*"):
+                shutil.rmtree(old)
+            self.state.update(confirmations_of=origin, confirmations=[], confirmed=False)
+        settings = replace(self.settings.exploration, hold_ps=self.settings.confirm_hold_ps)
+        records = self.state["confirmations"]
+        for k in range(1, self.settings.confirmations + 2):
+            if len(records) < k:
+                records.append({"confirmation": k, "model": str(model)})
+            directory = self.directory / f"confirm{k}"
+            frames = self._candidates(rounds + k, records[k - 1], starts, model, settings, directory,
+                                      f"final{rounds}-confirm{k}", " (confirmation of the final model)")  # fmt: skip
+            largest = records[k - 1]["max_uncertainty"]
+            if records[k - 1]["below_threshold"]:
+                self.state["confirmed"] = True
+                self._save_state()
+                self.report(f"final model confirmed: {settings.hold_ps:g} ps at {settings.temperature:g} K stayed "
+                            f"below the threshold (largest uncertainty {largest:.3f} eV/Å)")  # fmt: skip
+                return model
+            if k > self.settings.confirmations:
+                self.report(
+                    f"final model not confirmed after {self.settings.confirmations} retrainings (largest "
+                    f"uncertainty {largest:.3f} eV/Å): more --confirmations or --rounds continue the run"
+                )
+                return model
+            self._label(frames, rounds + k)
+            records[k - 1]["labelled"] = len(frames)
+            self._save_state()
+            retrained = directory / "model.ckpt"
+            if not retrained.exists():
+                self.report(
+                    f"final model: confirmation {k} went to {largest:.3f} eV/Å; labelled {len(frames)}, "
+                    f"training {self.settings.training.epochs_per_round} epochs on {len(self.store.labelled)}"
+                )
+                self._timed("training", train_round, self.store.labelled_path, directory, self.settings.training,
+                            self.settings.rounds + 1 + k, model)  # fmt: skip
+            model = retrained
         return model
 
     def _seed(self, starts: list[Atoms], dataset: list[Atoms] | None) -> None:
@@ -183,9 +248,24 @@ class ActiveLearning:
         if pending:
             self._progress(0, f"seed set labelled ({len(self.store.labelled)} frames)")
 
-    def _candidates(self, round: int, record: dict, starts: list[Atoms], checkpoint: Path) -> list[tuple[str, Atoms]]:
-        """The frames round ``round`` picked (read back when its exploration already ran)."""
-        path = checkpoint.parent / "candidates.extxyz"
+    def _candidates(
+        self,
+        round: int,
+        record: dict,
+        starts: list[Atoms],
+        checkpoint: Path,
+        settings: ExplorationSettings | None = None,
+        directory: Path | None = None,
+        prefix: str = "",
+        note: str = "",
+    ) -> list[tuple[str, Atoms]]:
+        """The frames round ``round`` picked (read back when its exploration already ran): exploration runs with
+        ``checkpoint``'s model and ``settings`` (default the loop's), the picks in ``directory`` (default the
+        checkpoint's) under keys ``<prefix>-run<r>-step<s>`` (default prefix ``round<round>``), ``note`` ending
+        their reasons."""
+        directory = directory or checkpoint.parent
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / "candidates.extxyz"
         if "below_threshold" in record and path.exists():
             frames = ase.io.read(path, index=":") if path.stat().st_size else []
             return [(frame.info["key"], frame) for frame in frames]
@@ -194,7 +274,7 @@ class ActiveLearning:
         from sciml.calculators import SciMLCalculator
 
         calculator = SciMLCalculator.from_checkpoint(checkpoint, uncertainty=True)
-        settings = self.settings.exploration
+        settings = settings or self.settings.exploration
         budget, n = settings.steps * len(starts), len(starts)
         self.report(f"round {round}: exploring (up to {budget} MD steps" + (f" from {n} starts)" if n > 1 else ")"))
         runs, frames = [], []
@@ -204,8 +284,8 @@ class ActiveLearning:
             found = self._timed("md", explore, starts[origin], calculator, settings, seed, self.on_md_step)
             picked = select_frames(found.candidates, settings.cap - len(frames), settings.spacing_fs)
             last = found.candidates[-1] if found.stopped and not found.broken and found.candidates else None
-            frames += [_candidate_frame(candidate, round, len(runs), candidate is last, origin if n > 1 else None)
-                       for candidate in picked]  # fmt: skip
+            frames += [_candidate_frame(candidate, prefix or f"round{round}", len(runs), candidate is last,
+                                        origin if n > 1 else None, note) for candidate in picked]  # fmt: skip
             runs.append(found)
             whole = not found.stopped and len(runs) >= n  # a full run, and every start has had one
             if whole or len(frames) >= settings.cap or sum(r.steps for r in runs) >= budget:
@@ -253,6 +333,8 @@ class ActiveLearning:
             "failed": len(self.store.failed),
             "oracle_calls": len(self.store.labelled) + len(self.store.failed),
             "converged": self.state["converged"],
+            "confirmations": self.state.get("confirmations", []),
+            "confirmed": self.state.get("confirmed"),
             "seconds": self.state["seconds"],
             "settings": asdict(self.settings),
         }
@@ -270,7 +352,9 @@ def labelled_copy(frame: Atoms, index: int) -> Atoms:
     return copy
 
 
-def _candidate_frame(candidate: Candidate, round: int, run: int, stopped_run: bool, origin: int | None) -> Atoms:
+def _candidate_frame(
+    candidate: Candidate, prefix: str, run: int, stopped_run: bool, origin: int | None, note: str = ""
+) -> Atoms:
     frame = candidate.atoms.copy()
     reason = (f"force uncertainty {candidate.uncertainty:.3f} eV/Å above the threshold at "
               f"{candidate.temperature:.0f} K, MD run {run} step {candidate.step}")  # fmt: skip
@@ -278,7 +362,6 @@ def _candidate_frame(candidate: Candidate, round: int, run: int, stopped_run: bo
         reason += f" from start {origin}"
     if stopped_run:
         reason += " (stopped the run)"
-    frame.info.update(
-        key=f"round{round}-run{run}-step{candidate.step}", uncertainty=candidate.uncertainty, reason=reason
-    )
+    frame.info.update(key=f"{prefix}-run{run}-step{candidate.step}", uncertainty=candidate.uncertainty,
+                      reason=reason + note)  # fmt: skip
     return frame

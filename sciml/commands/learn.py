@@ -7,7 +7,8 @@ Starts from a SMILES string (RDKit ETKDG + MMFF; ``--conformers N`` explores fro
 conformers), a structure file (``--structure``) or a labelled dataset
 (``--dataset``); labels with GFN2-xTB (``--oracle gfn2-xtb``, the default) or PySCF DFT (``--oracle pyscf
 --xc PBE --basis def2-SVP``); trains, explores with ramped ML Langevin MD and labels the frames above
-``--threshold`` until a whole exploration run stays below it (:mod:`sciml.active.loop`). Running the same
+``--threshold`` until a whole exploration run stays below it, then confirms the final model with a longer
+run (:mod:`sciml.active.loop`). Running the same
 command again in the same ``--directory`` resumes without relabelling anything. ``--config`` reads the
 options from a YAML file (keys are the option names with underscores); options on the command line win.
 """
@@ -76,6 +77,14 @@ def add_learning_arguments(parser: argparse.ArgumentParser) -> None:
     add_loop("--seed-displacement", type=float, default=loop_defaults.seed_displacement,
              help="Å: the largest displacement of the seed set")  # fmt: skip
     add_loop("--seed", type=int, default=loop_defaults.seed, help="seed of the seed set, splits, initialisation and MD")
+    add_loop(
+        "--confirmations",
+        type=int,
+        default=loop_defaults.confirmations,
+        help="retrainings of the final model after a confirmation run above the threshold (0: no run)",
+    )
+    add_loop("--confirm-hold-ps", type=float, default=loop_defaults.confirm_hold_ps,
+             help="ps at the target of the final model's confirmation run (after the ramp)")  # fmt: skip
     training = TrainingSettings()
     add_loop("--preset", default=training.preset, choices=("small", "medium", "large"), help="E2Former size")
     add_loop("--uncertainty", default=training.uncertainty, choices=UNCERTAINTIES)
@@ -156,7 +165,7 @@ def learning_loop(options: argparse.Namespace, directory: str | Path | None = No
                                 options.batch_size, seed=options.seed, force_samples=options.force_samples,
                                 density_components=options.density_components)  # fmt: skip
     settings = LearningSettings(exploration, training, options.rounds, options.seed_frames, options.seed_displacement,
-                                options.seed, source)  # fmt: skip
+                                options.seed, source, options.confirmations, options.confirm_hold_ps)  # fmt: skip
     bar = tqdm(total=exploration.steps, unit="step", disable=options.no_progress, dynamic_ncols=True, leave=False)
 
     def on_md_step(step: int, uncertainty: float) -> None:

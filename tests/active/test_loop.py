@@ -43,13 +43,15 @@ class CountingOracle(Oracle):
         return super().label(atoms)
 
 
-def tiny_settings(rounds: int, uncertainty: str = "committee") -> LearningSettings:
-    """Every MD step is above a 1e-4 eV/Å threshold, so every round labels ``cap`` frames."""
+def tiny_settings(rounds: int, uncertainty: str = "committee", confirmations: int = 0) -> LearningSettings:
+    """Every MD step is above a 1e-4 eV/Å threshold, so every round labels ``cap`` frames; no confirmation runs
+    of the final model unless asked for (each would label ``cap`` more)."""
     exploration = ExplorationSettings(temperature=300, start_temperature=100, ramp_ps=0.01, hold_ps=0.01,
                                       threshold=1e-4, stop_factor=1e6, cap=3, spacing_fs=2.0)  # fmt: skip
     training = TrainingSettings(uncertainty=uncertainty, committee_size=2, epochs=2, epochs_per_round=1, final_epochs=1,
                                 batch_size=4, validation_fraction=0.25)  # fmt: skip
-    return LearningSettings(exploration, training, rounds=rounds, seed_frames=8, source="smiles:O")
+    return LearningSettings(exploration, training, rounds=rounds, seed_frames=8, source="smiles:O",
+                            confirmations=confirmations, confirm_hold_ps=0.02)  # fmt: skip
 
 
 def test_the_loop_labels_each_round_and_resumes_without_relabelling_or_retraining(tmp_path):
@@ -145,6 +147,7 @@ def test_the_learn_config_runs_on_a_tiny_budget_and_writes_the_checkpoint_store_
     config = ROOT / "configs" / "learn" / "aspirin.yaml"
     tiny = "--ramp-ps 0.01 --hold-ps 0.01 --threshold 1e-4 --stop-factor 1e6 --cap 2 --spacing-fs 2 --rounds 1"
     tiny += " --seed-frames 6 --epochs 2 --final-epochs 1 --batch-size 4 --no-progress --force-samples 2"
+    tiny += " --confirmations 0"
     summary = learn.main(["--config", str(config), "--directory", str(tmp_path), *tiny.split()])
     assert summary["oracle_calls"] == summary["labelled"] == 6 + 2 and summary["failed"] == 0
     assert summary["settings"]["exploration"]["temperature"] == 500  # from the config
@@ -153,7 +156,7 @@ def test_the_learn_config_runs_on_a_tiny_budget_and_writes_the_checkpoint_store_
     assert store[0].get_chemical_formula() == "C9H8O4" and store[-1].info["round"] == 1  # aspirin, from SMILES
     calculator = SciMLCalculator.from_checkpoint(tmp_path / "model.ckpt", uncertainty=True)
     assert calculator.reports_uncertainty and calculator.model.force_samples == 2  # the LLPR ensemble, as asked
-    assert summary["settings"]["training"]["force_samples"] == 2
+    assert summary["settings"]["training"]["force_samples"] == 2 and summary["settings"]["confirmations"] == 0
     with pytest.raises(ValueError, match="force_samples must be 0"):
         TrainingSettings(force_samples=-1)
 
@@ -232,6 +235,49 @@ def test_several_starts_share_the_seed_set_take_turns_and_converge_only_when_eve
     assert state["converged"] and [r["below_threshold"] for r in state["rounds"]] == [False, False, True]
     with pytest.raises(ValueError, match="start structure 1 has other atoms"):
         ActiveLearning(tmp_path / "other", CountingOracle(), tiny_settings(1)).run([WATER, Atoms("H2")])
+
+
+def test_the_final_model_is_confirmed_and_retrained_while_its_run_goes_above_the_threshold(tmp_path, monkeypatch):
+    """The rounds check their own models; the final model, the one written, has runs of its own (the longer
+    confirm_hold_ps), labels what they pick and retrains until one stays below, at most ``confirmations`` times."""
+    from sciml.active import Candidate, Exploration, loop
+
+    calls = []
+
+    def run(start, calculator, settings, seed, on_step):  # above the threshold on the calls numbered in `uncertain`
+        calls.append((seed // 1000, settings.hold_ps))
+        frame = start.copy()
+        frame.positions += 0.01 * len(calls)
+        above = len(calls) in uncertain
+        candidates = [Candidate(40, 20.0, 300.0, 1.0, frame)] if above else []
+        return Exploration(settings.steps, 1.0 if above else 1e-5, candidates)
+
+    monkeypatch.setattr(loop, "explore", run)
+    uncertain, lines = {1, 3}, []  # round 1, then the first confirmation
+    ActiveLearning(tmp_path, CountingOracle(), tiny_settings(2, confirmations=2), report=lines.append).run(WATER)
+    assert calls == [(1, 0.01), (2, 0.01), (3, 0.02), (4, 0.02)]  # round 2 converged; the final model ran twice
+    state = json.loads((tmp_path / "state.json").read_text())
+    assert state["converged"] and state["confirmed"]
+    assert [(c["below_threshold"], c.get("labelled")) for c in state["confirmations"]] == [(False, 1), (True, None)]
+    last = ase.io.read(tmp_path / "labelled.extxyz", index="-1")
+    assert last.info["key"] == "final2-confirm1-run0-step40" and last.info["round"] == 3
+    assert last.info["reason"].endswith("(confirmation of the final model)")
+    written, final = ((tmp_path / name / "model.ckpt").read_bytes() for name in ("", "final"))
+    assert written == (tmp_path / "confirm1" / "model.ckpt").read_bytes() != final  # the retrained model
+    assert not (tmp_path / "confirm2" / "model.ckpt").exists() and any("final model confirmed" in x for x in lines)
+
+    again = CountingOracle()  # resuming runs, labels and trains nothing more
+    ActiveLearning(tmp_path, again, tiny_settings(2, confirmations=2), report=lambda line: None).run(WATER)
+    assert again.calls == 0 and len(calls) == 4 and (tmp_path / "model.ckpt").read_bytes() == written
+
+    uncertain, lines = set(range(1, 10)), []  # never below: one retraining, then the written model says so
+    ActiveLearning(tmp_path / "u", CountingOracle(), tiny_settings(1, confirmations=1), report=lines.append).run(WATER)
+    state = json.loads((tmp_path / "u" / "state.json").read_text())
+    assert not state["confirmed"] and len(state["confirmations"]) == 2
+    assert any("final model not confirmed after 1 retrainings" in line for line in lines)
+    assert (tmp_path / "u" / "model.ckpt").read_bytes() == (tmp_path / "u" / "confirm1" / "model.ckpt").read_bytes()
+    with pytest.raises(ValueError, match="confirmations must be >= 0"):
+        LearningSettings(confirmations=-1)
 
 
 def test_more_than_one_conformer_needs_a_smiles_start(capsys):
