@@ -276,7 +276,8 @@ class ActiveLearning:
         calculator = SciMLCalculator.from_checkpoint(checkpoint, uncertainty=True)
         settings = settings or self.settings.exploration
         budget, n = settings.steps * len(starts), len(starts)
-        self.report(f"round {round}: exploring (up to {budget} MD steps" + (f" from {n} starts)" if n > 1 else ")"))
+        name = f"round {round}" if not prefix else f"{prefix} (final model)"
+        self.report(f"{name}: exploring (up to {budget} MD steps" + (f" from {n} starts)" if n > 1 else ")"))
         runs, frames = [], []
         while True:  # runs that end early are followed by new ones (other velocities) until the cap or budget
             seed = self.settings.seed + 1000 * round + len(runs)

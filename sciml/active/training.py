@@ -2,8 +2,10 @@
 uncertainty) on every frame labelled so far, continued from the previous round's weights.
 
 The frames are dealt at random into training and validation (``validation_fraction``, reseeded each round);
-the validation split calibrates the uncertainty (a committee's two scales at every validation, the LLPR fit
-after training: :mod:`sciml.training.uncertainty`). The result is a model checkpoint (spec and EMA weights)
+the validation split calibrates the uncertainty after training (:mod:`sciml.training.uncertainty`): the LLPR
+fit, or a committee's two scales. A committee's members train one after the other, each on its own and with
+its own order of the training batches (DP-GEN's independent trainings), not jointly on the same batches as a
+``sciml fit`` of :class:`~sciml.models.Committee` does. The result is a model checkpoint (spec and EMA weights)
 that :class:`~sciml.calculators.SciMLCalculator` loads with its uncertainty.
 """
 
@@ -24,9 +26,10 @@ from sciml.models.last_layer import LastLayerUncertainty, check_force_uncertaint
 from sciml.nn.checkpoint import write_model_checkpoint
 from sciml.training import PotentialModule
 from sciml.training.potential_module import recipe_optimizer, recipe_scheduler
-from sciml.training.uncertainty import fit_last_layer_uncertainty
+from sciml.training.uncertainty import calibrate_committee, fit_last_layer_uncertainty
 
 UNCERTAINTIES = ("committee", "last-layer")
+MEMBER_SHUFFLE_STRIDE = 100_003  # committee member m sees its batches in the orders of seed + m * this + epoch
 
 
 @dataclass
@@ -69,6 +72,22 @@ class TrainingSettings:
             raise ValueError(f"learning_rate must be positive, got {self.learning_rate}")
 
 
+def fit(model: torch.nn.Module, data: AtomsDataModule, settings: TrainingSettings, epochs: int, directory: Path):
+    """Train ``model`` (an energy model) for ``epochs`` on ``data`` with the recipe at ``settings.learning_rate``;
+    returns the :class:`~sciml.training.PotentialModule` (its ``evaluation_model``: the EMA weights)."""
+    module = PotentialModule(model, optimizer=partial(recipe_optimizer, lr=settings.learning_rate),
+                             scheduler=recipe_scheduler)  # fmt: skip
+    trainer = L.Trainer(
+        max_epochs=epochs, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+        enable_progress_bar=False, enable_model_summary=False, default_root_dir=str(directory), num_sanity_val_steps=0,
+    )  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", ".*does not have many workers.*")
+        warnings.filterwarnings("ignore", ".*Total length of .* across ranks is zero.*")
+        trainer.fit(module, datamodule=data)
+    return module
+
+
 def round_data(frames: str | Path, settings: TrainingSettings, round: int) -> AtomsDataModule:
     """The data module of one round: ``frames`` (extxyz) split at random into training and validation
     (``settings.validation_fraction``) with the round's seed, as :func:`train_round` trains on it."""
@@ -100,21 +119,21 @@ def train_round(
     else:  # the previous round's model, whose normalisation (energy scale, neighbours) stays that of round 1
         model = load_model(previous).train()
         model = model.model if isinstance(model, LastLayerUncertainty) else model
-    module = PotentialModule(model, optimizer=partial(recipe_optimizer, lr=settings.learning_rate),
-                             scheduler=recipe_scheduler)  # fmt: skip
-    trainer = L.Trainer(
-        max_epochs=epochs or (settings.epochs if previous is None else settings.epochs_per_round),
-        accelerator="cpu", devices=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
-        enable_model_summary=False, default_root_dir=str(directory), num_sanity_val_steps=0,
-    )  # fmt: skip
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", ".*does not have many workers.*")
-        warnings.filterwarnings("ignore", ".*Total length of .* across ranks is zero.*")
-        trainer.fit(module, datamodule=data)
-    evaluated = module.evaluation_model
-    if settings.uncertainty == "last-layer":
-        prepare = lambda batch: module._in_model_dtype(batch.to(module.device))  # noqa: E731
-        evaluated = fit_last_layer_uncertainty(evaluated, data.train_dataloader(), data.val_dataloader(), prepare,
-                                               settings.force_samples, settings.density_components)  # fmt: skip
+    epochs = epochs or (settings.epochs if previous is None else settings.epochs_per_round)
+    if isinstance(model, Committee):  # each member on its own, in its own batch order, then the two scales
+        for index, member in enumerate(model.members):
+            data.shuffle_offset = MEMBER_SHUFFLE_STRIDE * index
+            module = fit(member, data, settings, epochs, directory)
+            model.members[index] = module.evaluation_model
+        data.shuffle_offset = 0
+        evaluated = model
+        calibrate_committee(evaluated, data.val_dataloader(), lambda batch: module._in_model_dtype(batch))
+    else:
+        module = fit(model, data, settings, epochs, directory)
+        evaluated = module.evaluation_model
+        if settings.uncertainty == "last-layer":
+            prepare = lambda batch: module._in_model_dtype(batch.to(module.device))  # noqa: E731
+            evaluated = fit_last_layer_uncertainty(evaluated, data.train_dataloader(), data.val_dataloader(), prepare,
+                                                   settings.force_samples, settings.density_components)  # fmt: skip
     with torch.no_grad():
         return write_model_checkpoint(evaluated, directory / "model.ckpt")

@@ -32,12 +32,14 @@ class SplitDataModule(L.LightningDataModule):
 
     Subclasses set ``batch_size``, ``eval_batch_size``, ``num_workers``, ``seed`` and ``lagtime`` (``None``
     for single frames) and implement :meth:`dataset`. Training batches are shuffled by an
-    :class:`EpochSeededSampler` (permutation from ``seed + epoch``: resuming reproduces the batches); batches
+    :class:`EpochSeededSampler` (permutation from ``seed + shuffle_offset + epoch``: resuming reproduces the
+    batches; ``shuffle_offset`` gives models trained on one split batches in other orders); batches
     of lagged pairs drop the incomplete last one (a few pairs give noisy moments). Evaluation batches keep
     the order. ``loader_class`` is PyG's loader for graphs.
     """
 
     loader_class: type[DataLoader] = DataLoader
+    shuffle_offset: int = 0  # added to the seed of the training batches' order only (not to the split's)
     batch_size: int
     eval_batch_size: int
     num_workers: int
@@ -53,7 +55,7 @@ class SplitDataModule(L.LightningDataModule):
         return self.loader_class(
             dataset,
             batch_size=self.batch_size,
-            sampler=EpochSeededSampler(len(dataset), self.seed),
+            sampler=EpochSeededSampler(len(dataset), self.seed + self.shuffle_offset),
             num_workers=self.num_workers,
             drop_last=self.lagtime is not None,
         )

@@ -55,6 +55,18 @@ class UncertaintyCalibration:
         return energy, forces
 
 
+def calibrate_committee(committee: nn.Module, validation_batches: Iterable, prepare: Callable = lambda b: b) -> None:
+    """Set a :class:`~sciml.models.Committee`'s two scales from ``validation_batches`` (energy and force labels),
+    as a training run's validation does: for members trained one by one, outside a joint run."""
+    calibration, potential = UncertaintyCalibration(), ForceStressOutput(committee.eval())
+    for batch in validation_batches:
+        batch = prepare(batch)
+        calibration.update(batch, potential(batch))
+    energy, forces = calibration.scales()
+    committee.energy_uncertainty_scale.fill_(energy)
+    committee.force_uncertainty_scale.fill_(forces)
+
+
 #: The regularisers tried, each varsigma^2 as a fraction of trace(G) / D; the one with the lowest Gaussian
 #: negative log-likelihood of the validation force errors (of the energy errors, where the force uncertainty
 #: is the feature density's, which does not depend on it) is kept.

@@ -117,11 +117,42 @@ def test_a_round_trains_at_the_settings_learning_rate_not_the_long_runs_default(
     settings = tiny_settings(rounds=0).training
     assert settings.learning_rate == 5e-3
     training.train_round(tmp_path / "frames.extxyz", tmp_path / "round", settings, round=0, epochs=1)
-    (configured,) = seen
-    optimizer, scheduler = configured["optimizer"], configured["lr_scheduler"]["scheduler"]
-    assert optimizer.defaults["lr"] == 5e-3 and optimizer.defaults["amsgrad"] and isinstance(scheduler, WarmupCosine)
+    assert len(seen) == settings.committee_size == 2  # one training per member
+    for configured in seen:
+        optimizer, scheduler = configured["optimizer"], configured["lr_scheduler"]["scheduler"]
+        assert optimizer.defaults["lr"] == 5e-3 and optimizer.defaults["amsgrad"]
+        assert isinstance(scheduler, WarmupCosine)
     with pytest.raises(ValueError, match="learning_rate must be positive"):
         TrainingSettings(learning_rate=0.0)
+
+
+def test_committee_members_train_one_by_one_in_their_own_batch_orders_and_the_committee_is_calibrated(
+    tmp_path, monkeypatch
+):
+    """DP-GEN's independent trainings: each member its own run over the same split, its batches in another
+    order; then the committee's two scales from the validation split (NaN until then)."""
+    import torch
+
+    from sciml.active import training
+    from sciml.calculators import load_model
+    from sciml.models import Committee
+
+    orders, fit = [], training.fit
+
+    def recording_fit(model, data, *args):
+        orders.append([list(batch.energy.numpy()) for batch in data.train_dataloader()])
+        return fit(model, data, *args)
+
+    monkeypatch.setattr(training, "fit", recording_fit)
+    ase.io.write(tmp_path / "frames.extxyz", [CountingOracle().label(frame) for frame in rattled_copies(WATER, 12)])
+    settings = tiny_settings(rounds=0).training  # a committee of two
+    checkpoint = training.train_round(tmp_path / "frames.extxyz", tmp_path / "round", settings, round=0, epochs=1)
+    first, second = orders
+    assert sorted(sum(first, [])) == sorted(sum(second, [])) and first != second  # one split, two orders
+    committee = load_model(checkpoint)
+    assert isinstance(committee, Committee) and committee.calibrated
+    a, b = (dict(member.named_parameters()) for member in committee.members)
+    assert any(not torch.equal(a[name], b[name]) for name in a)
 
 
 def test_an_interrupted_run_resumes_with_only_the_missing_labels_and_failures_are_recorded(tmp_path):
