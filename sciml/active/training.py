@@ -72,7 +72,9 @@ class TrainingSettings:
             raise ValueError(f"learning_rate must be positive, got {self.learning_rate}")
 
 
-def fit(model: torch.nn.Module, data: AtomsDataModule, settings: TrainingSettings, epochs: int, directory: Path):
+def train_energy_model(
+    model: torch.nn.Module, data: AtomsDataModule, settings: TrainingSettings, epochs: int, directory: Path
+) -> PotentialModule:
     """Train ``model`` (an energy model) for ``epochs`` on ``data`` with the recipe at ``settings.learning_rate``;
     returns the :class:`~sciml.training.PotentialModule` (its ``evaluation_model``: the EMA weights)."""
     module = PotentialModule(model, optimizer=partial(recipe_optimizer, lr=settings.learning_rate),
@@ -123,13 +125,13 @@ def train_round(
     if isinstance(model, Committee):  # each member on its own, in its own batch order, then the two scales
         for index, member in enumerate(model.members):
             data.shuffle_offset = MEMBER_SHUFFLE_STRIDE * index
-            module = fit(member, data, settings, epochs, directory)
+            module = train_energy_model(member, data, settings, epochs, directory)
             model.members[index] = module.evaluation_model
         data.shuffle_offset = 0
         evaluated = model
         calibrate_committee(evaluated, data.val_dataloader(), lambda batch: module._in_model_dtype(batch))
     else:
-        module = fit(model, data, settings, epochs, directory)
+        module = train_energy_model(model, data, settings, epochs, directory)
         evaluated = module.evaluation_model
         if settings.uncertainty == "last-layer":
             prepare = lambda batch: module._in_model_dtype(batch.to(module.device))  # noqa: E731

@@ -137,13 +137,13 @@ def test_committee_members_train_one_by_one_in_their_own_batch_orders_and_the_co
     from sciml.calculators import load_model
     from sciml.models import Committee
 
-    orders, fit = [], training.fit
+    orders, train = [], training.train_energy_model
 
-    def recording_fit(model, data, *args):
+    def recording_training(model, data, *args):
         orders.append([list(batch.energy.numpy()) for batch in data.train_dataloader()])
-        return fit(model, data, *args)
+        return train(model, data, *args)
 
-    monkeypatch.setattr(training, "fit", recording_fit)
+    monkeypatch.setattr(training, "train_energy_model", recording_training)
     ase.io.write(tmp_path / "frames.extxyz", [CountingOracle().label(frame) for frame in rattled_copies(WATER, 12)])
     settings = tiny_settings(rounds=0).training  # a committee of two
     checkpoint = training.train_round(tmp_path / "frames.extxyz", tmp_path / "round", settings, round=0, epochs=1)
