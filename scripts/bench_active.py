@@ -40,6 +40,7 @@ from pathlib import Path
 import ase.io
 import numpy as np
 from _bench_utils import calculator_seconds
+from _provenance import run_provenance
 from _results import RESULTS, markdown_table, write_results
 from ase import Atoms, units
 from ase.calculators.singlepoint import SinglePointCalculator
@@ -143,15 +144,19 @@ def long_run(checkpoint: Path, start: Atoms, temperature: float, picoseconds: fl
 def cached_long_run(out: Path, checkpoint: Path, start: Atoms, temperature: float, picoseconds: float,
                     threshold: float) -> dict:  # fmt: skip
     """:func:`long_run`, read back from ``<out>/long_run.json`` when it ran with this checkpoint (its SHA-256) and
-    these settings: an hour of MD that a rerun changing only the passive models need not repeat."""
+    these settings (an hour of MD that a rerun changing only the passive models need not repeat); the result
+    then carries ``read_back``: when and at which commit it was measured."""
     key = {"checkpoint_sha256": hashlib.sha256(checkpoint.read_bytes()).hexdigest(), "temperature": temperature,
            "ps": picoseconds, "threshold": threshold}  # fmt: skip
     cache = out / "long_run.json"
     if cache.exists() and json.loads(cache.read_text())["key"] == key:
-        print(f"long run read back from {cache}", flush=True)
-        return json.loads(cache.read_text())["result"]
+        stored = json.loads(cache.read_text())
+        print(f"long run read back from {cache} ({stored['measured']})", flush=True)
+        return stored["result"] | {"read_back": stored["measured"]}
+    run = run_provenance()
     result = long_run(checkpoint, start, temperature, picoseconds, threshold)
-    cache.write_text(json.dumps({"key": key, "result": result}, indent=1))
+    measured = f"{run['date']} at commit {run['commit'][:12]}"
+    cache.write_text(json.dumps({"key": key, "measured": measured, "result": result}, indent=1))
     return result
 
 
@@ -343,13 +348,23 @@ def sections(args, data: dict) -> list[str]:
         f"Wall time of the loop {active['wall_s'] / 60:.1f} min: oracle {seconds['oracle']:.0f} s, training "
         f"{seconds['training']:.0f} s, MD {seconds['md']:.0f} s. Oracle calls to reach the passive MAE: "
         f"{active['calls_to_reach_passive']}.",
-        f"Final model, {md['ps']:g} ps ML Langevin MD at {T}: largest per-atom force uncertainty "
-        f"{md['max_uncertainty']:.3f} eV/Å ({md['ratio_to_threshold']:.2f} x the threshold), steps above the "
-        f"threshold {md.get('steps_above_threshold', '-')} of {md['steps']}, bonds intact: {md['bonds_intact']}, "
-        f"{md['ms_per_step']:.1f} ms/step. Running maximum (ps, eV/Å): "
-        + ", ".join(f"{ps:g} {value:.3f}" for ps, value in md.get("running_max", []))
-        + ".",
+        long_run_text(md, T),
     ]
+
+
+def long_run_text(md: dict, temperature: str) -> str:
+    """The long run's sentence: what :func:`long_run` measured (``steps_above_threshold`` and ``running_max``
+    where the run recorded them), and when, where it was read back."""
+    text = (f"Final model, {md['ps']:g} ps ML Langevin MD at {temperature}: largest per-atom force uncertainty "
+            f"{md['max_uncertainty']:.3f} eV/Å ({md['ratio_to_threshold']:.2f} x the threshold)")  # fmt: skip
+    if "steps_above_threshold" in md:
+        text += f", steps above the threshold {md['steps_above_threshold']} of {md['steps']}"
+    text += f", bonds intact: {md['bonds_intact']}, {md['ms_per_step']:.1f} ms/step"
+    if "read_back" in md:
+        text += f" (read back: measured {md['read_back']} with this checkpoint)"
+    if md.get("running_max"):
+        text += ". Running maximum (ps, eV/Å): " + ", ".join(f"{ps:g} {value:.3f}" for ps, value in md["running_max"])
+    return text + "."
 
 
 if __name__ == "__main__":
