@@ -178,7 +178,7 @@ def main() -> None:
     add("--passive-every", type=int, default=20, help="MD steps between passive frames")
     add("--test-frames", type=int, default=200, help="frames per test temperature")
     add("--passive-epochs", type=int, default=20, help="epochs of the single passive model")
-    add("--committee-epochs", type=int, default=20, help="epochs of the passive committee (4 members)")
+    add("--committee-epochs", type=int, default=40, help="epochs of the passive committee (4 members)")
     add("--md-ps", type=float, default=100.0, help="ps of the final ML Langevin run")
     add("--out", default=str(ROOT / "runs" / "bench_active"))
     add("--results", default=str(RESULTS))
