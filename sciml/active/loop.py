@@ -157,7 +157,7 @@ class ActiveLearning:
                 self._progress(round, "converged: the whole run stayed below the threshold")
                 break
             self._label(candidates, round)
-            record["labelled"] = sum(1 for f in self.store.labelled if int(f.info["round"]) == round)
+            record["labelled"] = self._labelled_in(round)
             self._save_state()
             self._progress(round, f"labelled {record['labelled']} of {len(candidates)} picked")
         else:
@@ -215,7 +215,7 @@ class ActiveLearning:
                 )
                 return model
             self._label(frames, rounds + k)
-            records[k - 1]["labelled"] = len(frames)
+            records[k - 1]["labelled"] = self._labelled_in(rounds + k)  # as a round counts: failures left out
             self._save_state()
             retrained = directory / "model.ckpt"
             if not retrained.exists():
@@ -307,6 +307,10 @@ class ActiveLearning:
         for key, frame in candidates:
             if key not in self.store.keys:
                 self._label_one(frame, key, round, float(frame.info["uncertainty"]), frame.info["reason"])
+
+    def _labelled_in(self, round: int) -> int:
+        """Frames of the store labelled with round number ``round``."""
+        return sum(1 for frame in self.store.labelled if int(frame.info["round"]) == round)
 
     def _label_one(self, atoms: Atoms, key: str, round: int, uncertainty: float, reason: str) -> None:
         try:
