@@ -81,10 +81,12 @@ def add_learning_arguments(parser: argparse.ArgumentParser) -> None:
         "--confirmations",
         type=int,
         default=loop_defaults.confirmations,
-        help="retrainings of the final model after a confirmation run above the threshold (0: no run)",
+        help="retrainings of the final model after a confirmation run above --confirm-level (0: no run)",
     )
     add_loop("--confirm-hold-ps", type=float, default=loop_defaults.confirm_hold_ps,
              help="ps at the target of the final model's confirmation run (after the ramp)")  # fmt: skip
+    add_loop("--confirm-level", type=float, default=loop_defaults.confirm_level,
+             help="the confirmation run must stay at or below this times the threshold (0 to 1]")  # fmt: skip
     training = TrainingSettings()
     add_loop("--preset", default=training.preset, choices=("small", "medium", "large"), help="E2Former size")
     add_loop("--uncertainty", default=training.uncertainty, choices=UNCERTAINTIES)
@@ -165,7 +167,8 @@ def learning_loop(options: argparse.Namespace, directory: str | Path | None = No
                                 options.batch_size, seed=options.seed, force_samples=options.force_samples,
                                 density_components=options.density_components)  # fmt: skip
     settings = LearningSettings(exploration, training, options.rounds, options.seed_frames, options.seed_displacement,
-                                options.seed, source, options.confirmations, options.confirm_hold_ps)  # fmt: skip
+                                options.seed, source, options.confirmations, options.confirm_hold_ps,
+                                options.confirm_level)  # fmt: skip
     bar = tqdm(total=exploration.steps, unit="step", disable=options.no_progress, dynamic_ncols=True, leave=False)
 
     def on_md_step(step: int, uncertainty: float) -> None:

@@ -270,13 +270,14 @@ def test_several_starts_share_the_seed_set_take_turns_and_converge_only_when_eve
 
 def test_the_final_model_is_confirmed_and_retrained_while_its_run_goes_above_the_threshold(tmp_path, monkeypatch):
     """The rounds check their own models; the final model, the one written, has runs of its own (the longer
-    confirm_hold_ps), labels what they pick and retrains until one stays below, at most ``confirmations`` times."""
+    confirm_hold_ps) at or below ``confirm_level`` times the threshold, labels what they pick and retrains until one
+    stays below, at most ``confirmations`` times."""
     from sciml.active import Candidate, Exploration, loop
 
     calls = []
 
     def run(start, calculator, settings, seed, on_step):  # above the threshold on the calls numbered in `uncertain`
-        calls.append((seed // 1000, settings.hold_ps))
+        calls.append((seed // 1000, settings.hold_ps, settings.threshold))
         frame = start.copy()
         frame.positions += 0.01 * len(calls)
         above = len(calls) in uncertain
@@ -286,13 +287,14 @@ def test_the_final_model_is_confirmed_and_retrained_while_its_run_goes_above_the
     monkeypatch.setattr(loop, "explore", run)
     uncertain, lines = {1, 3}, []  # round 1, then the first confirmation
     ActiveLearning(tmp_path, CountingOracle(), tiny_settings(2, confirmations=2), report=lines.append).run(WATER)
-    assert calls == [(1, 0.01), (2, 0.01), (3, 0.02), (4, 0.02)]  # round 2 converged; the final model ran twice
+    # round 2 converged; the final model ran twice, at 0.8 x the threshold
+    assert calls == [(1, 0.01, 1e-4), (2, 0.01, 1e-4), (3, 0.02, 8e-5), (4, 0.02, 8e-5)]
     state = json.loads((tmp_path / "state.json").read_text())
     assert state["converged"] and state["confirmed"]
     assert [(c["below_threshold"], c.get("labelled")) for c in state["confirmations"]] == [(False, 1), (True, None)]
     last = ase.io.read(tmp_path / "labelled.extxyz", index="-1")
     assert last.info["key"] == "final2-confirm1-run0-step40" and last.info["round"] == 3
-    assert last.info["reason"].endswith("(confirmation of the final model)")
+    assert last.info["reason"].endswith("(confirmation of the final model, at 0.8 x the threshold)")
     written, final = ((tmp_path / name / "model.ckpt").read_bytes() for name in ("", "final"))
     assert written == (tmp_path / "confirm1" / "model.ckpt").read_bytes() != final  # the retrained model
     assert not (tmp_path / "confirm2" / "model.ckpt").exists() and any("final model confirmed" in x for x in lines)
@@ -301,14 +303,21 @@ def test_the_final_model_is_confirmed_and_retrained_while_its_run_goes_above_the
     ActiveLearning(tmp_path, again, tiny_settings(2, confirmations=2), report=lambda line: None).run(WATER)
     assert again.calls == 0 and len(calls) == 4 and (tmp_path / "model.ckpt").read_bytes() == written
 
+    settings = tiny_settings(2, confirmations=2)  # another level: the final model is confirmed anew
+    settings.confirm_level = 0.5
+    ActiveLearning(tmp_path, CountingOracle(), settings, report=lambda line: None).run(WATER)
+    assert calls[4:] == [(3, 0.02, 5e-5)] and json.loads((tmp_path / "state.json").read_text())["confirmed"]
+    assert (tmp_path / "model.ckpt").read_bytes() == final  # confirmed unchanged: the final model itself
+
     uncertain, lines = set(range(1, 10)), []  # never below: one retraining, then the written model says so
     ActiveLearning(tmp_path / "u", CountingOracle(), tiny_settings(1, confirmations=1), report=lines.append).run(WATER)
     state = json.loads((tmp_path / "u" / "state.json").read_text())
     assert not state["confirmed"] and len(state["confirmations"]) == 2
     assert any("final model not confirmed after 1 retrainings" in line for line in lines)
     assert (tmp_path / "u" / "model.ckpt").read_bytes() == (tmp_path / "u" / "confirm1" / "model.ckpt").read_bytes()
-    with pytest.raises(ValueError, match="confirmations must be >= 0"):
-        LearningSettings(confirmations=-1)
+    for wrong in ({"confirmations": -1}, {"confirm_level": 0.0}, {"confirm_level": 1.5}):
+        with pytest.raises(ValueError, match="confirmations must be >= 0"):
+            LearningSettings(**wrong)
 
 
 def test_more_than_one_conformer_needs_a_smiles_start(capsys):
