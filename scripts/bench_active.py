@@ -301,7 +301,7 @@ def sections(args, data: dict) -> list[str]:
             f = row[name]
             calibration_rows.append([f"{kind} ({row['epochs']} epochs)", label, f"{f['force_mae_mev_per_a']:.1f}",
                                      f"{1e3 * f['force_rmse']:.1f}", f"{1e3 * f['force_uncertainty_rms']:.1f}",
-                                     f"{f['spearman_force']:.2f}", f"{100 * f['coverage_2sigma_force']:.1f}",
+                                     spearman_text(f), f"{100 * f['coverage_2sigma_force']:.1f}",
                                      f"{100 * f['coverage_2sigma_energy']:.1f}"])  # fmt: skip
     active = data["active"]
     round_rows = [[r["round"], r["oracle_calls_trained_on"], f"{r['force_mae_mev_per_a']:.1f}",
@@ -329,7 +329,7 @@ def sections(args, data: dict) -> list[str]:
                 "F MAE meV/Å",
                 "F RMSE meV/Å",
                 "RMS σ_F meV/Å",
-                "Spearman",
+                "Spearman (95 % CI)",
                 "F within 2σ %",
                 "E within 2σ %",
             ],
@@ -350,6 +350,14 @@ def sections(args, data: dict) -> list[str]:
         f"{active['calls_to_reach_passive']}.",
         long_run_text(md, T),
     ]
+
+
+def spearman_text(figures: dict) -> str:
+    """The per-frame Spearman with its bootstrap interval over the test frames, where the report has one."""
+    text = f"{figures['spearman_force']:.2f}"
+    if "spearman_force_interval" in figures:
+        text += " ({:.2f}-{:.2f})".format(*figures["spearman_force_interval"])
+    return text
 
 
 def long_run_text(md: dict, temperature: str) -> str:

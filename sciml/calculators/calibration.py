@@ -4,7 +4,9 @@ For each frame, the calculator's ``forces_uncertainty`` sigma_F,i (eV/Å, per fo
 ``energy_uncertainty`` sigma_E (eV) are compared with the errors against the frame's labels:
 
 - ranking: the Spearman correlation between the per-frame predicted force uncertainty
-  (sqrt(mean_i sigma_F,i^2), the RMS over the frame's atoms) and the per-frame force RMSE;
+  (sqrt(mean_i sigma_F,i^2), the RMS over the frame's atoms) and the per-frame force RMSE, with its 95 %
+  bootstrap interval over the frames (percentiles of ``resamples`` resamplings with replacement): over a few
+  hundred frames the figure itself is uncertain by several hundredths;
 - coverage: the fraction of force components with |F - F_ref| <= 2 sigma_F,i (95.4 % for calibrated
   Gaussian errors), and of frames with |E - E_ref| <= 2 sigma_E;
 - reliability: force components binned by sigma_F,i (equal counts), the RMS predicted sigma against the
@@ -19,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 from ase import Atoms
-from scipy.stats import spearmanr
+from scipy.stats import rankdata, spearmanr
 
 
 @dataclass
@@ -33,6 +35,7 @@ class UncertaintyCalibrationReport:
     component_uncertainty: np.ndarray  # (3 * atoms,) sigma_F,i repeated for x, y, z
     component_error: np.ndarray  # (3 * atoms,) F - F_ref
     bins: int = 10
+    resamples: int = 1000
     figures: dict = field(init=False)
 
     def __post_init__(self) -> None:
@@ -40,12 +43,29 @@ class UncertaintyCalibrationReport:
         self.figures = {
             "frames": len(self.frame_force_rmse),
             "spearman_force": float(spearman),
+            "spearman_force_interval": self.spearman_interval(),
             "coverage_2sigma_force": float(np.mean(np.abs(self.component_error) <= 2 * self.component_uncertainty)),
             "coverage_2sigma_energy": float(np.mean(np.abs(self.energy_error) <= 2 * self.energy_uncertainty)),
             "force_rmse": float(np.sqrt(np.mean(self.component_error**2))),
             "force_uncertainty_rms": float(np.sqrt(np.mean(self.component_uncertainty**2))),
             "mean_frame_force_uncertainty": float(np.mean(self.frame_force_uncertainty)),
         }
+
+    def spearman_interval(self, confidence: float = 0.95, seed: int = 0) -> list[float]:
+        """[low, high]: the ``confidence`` percentile interval of the per-frame Spearman correlation over
+        ``resamples`` bootstrap resamplings of the frames (seeded: the same arrays give the same interval)."""
+        frames = len(self.frame_force_rmse)
+        if frames < 3:
+            return [float("nan"), float("nan")]
+        picks = np.random.default_rng(seed).integers(0, frames, size=(self.resamples, frames))
+        ranks_u = np.apply_along_axis(rankdata, 1, self.frame_force_uncertainty[picks])
+        ranks_e = np.apply_along_axis(rankdata, 1, self.frame_force_rmse[picks])
+        ranks_u -= ranks_u.mean(axis=1, keepdims=True)
+        ranks_e -= ranks_e.mean(axis=1, keepdims=True)
+        norms = np.sqrt((ranks_u**2).sum(axis=1) * (ranks_e**2).sum(axis=1))
+        values = (ranks_u * ranks_e).sum(axis=1)[norms > 0] / norms[norms > 0]  # Pearson of ranks: Spearman
+        tail = 50 * (1 - confidence)
+        return [float(v) for v in np.percentile(values, [tail, 100 - tail])]
 
     def reliability(self) -> tuple[np.ndarray, np.ndarray]:
         """(RMS predicted sigma, RMS observed error) per bin of force components sorted by sigma (eV/Å)."""
@@ -77,7 +97,9 @@ class UncertaintyCalibrationReport:
         right.set(
             xlabel="predicted force uncertainty per frame (eV/Å)",
             ylabel="force RMSE per frame (eV/Å)",
-            title=f"Spearman {self.figures['spearman_force']:.2f}",
+            title="Spearman {:.2f} (95 % CI {:.2f}-{:.2f})".format(
+                self.figures["spearman_force"], *self.figures["spearman_force_interval"]
+            ),
         )
         if title:
             fig.suptitle(title)

@@ -12,7 +12,7 @@ from ase.calculators.calculator import Calculator, all_changes
 from ase.calculators.singlepoint import SinglePointCalculator
 
 from sciml.calculators import SciMLCalculator
-from sciml.calculators.calibration import calibration_report
+from sciml.calculators.calibration import UncertaintyCalibrationReport, calibration_report
 
 
 class GaussianErrors(Calculator):
@@ -57,9 +57,32 @@ def test_a_calibrated_uncertainty_covers_95_percent_and_lies_on_the_diagonal(tmp
     assert 0.94 <= figures["coverage_2sigma_force"] <= 0.968  # 8100 components: 95.4 % +- 0.7 % (3 sigma)
     assert 0.91 <= figures["coverage_2sigma_energy"] <= 0.99
     assert figures["spearman_force"] > 0.9  # per-frame sigma spans two decades
+    low, high = figures["spearman_force_interval"]
+    assert low < figures["spearman_force"] < high and high - low < 0.05
     predicted, observed = report.reliability()
     np.testing.assert_allclose(observed / predicted, 1.0, atol=0.15)
     assert report.plot(tmp_path / "calibration.png").stat().st_size > 10_000
+
+
+def test_the_spearman_interval_is_the_bootstrap_spread_over_frames():
+    """Uncertainty and error both the frame's sigma times independent noise: the interval is reproducible,
+    covers the estimate, and narrows as 1/sqrt(frames) (4x the frames: about half the width)."""
+    rng = np.random.default_rng(3)
+
+    def report(frames: int):
+        sigma = np.exp(rng.uniform(-1, 1, frames))
+        noisy = [sigma * np.exp(0.6 * rng.normal(size=frames)) for _ in range(2)]
+        empty = np.zeros(1)
+        return UncertaintyCalibrationReport(noisy[0], noisy[1], empty, empty, empty, empty)
+
+    small, large = report(200), report(800)
+    widths = []
+    for figures in (small.figures, large.figures):
+        low, high = figures["spearman_force_interval"]
+        assert low < figures["spearman_force"] < high
+        widths.append(high - low)
+    assert 1.6 < widths[0] / widths[1] < 2.5 and 0.05 < widths[1] < 0.15
+    assert small.spearman_interval() == small.figures["spearman_force_interval"]
 
 
 def test_an_overconfident_uncertainty_covers_68_percent():
