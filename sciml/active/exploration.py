@@ -93,6 +93,7 @@ class Exploration:
     candidates: list[Candidate] = field(default_factory=list)
     stopped: bool = False
     broken: bool = False  # ended because the structure broke apart (that frame is not a candidate)
+    samples: list[Atoms] = field(default_factory=list)  # every ``sample_every`` steps at the target, when asked
 
     @property
     def below_threshold(self) -> bool:
@@ -106,10 +107,13 @@ def explore(
     settings: ExplorationSettings,
     seed: int = 0,
     on_step: Callable[[int, float], None] | None = None,
+    sample_every: int = 0,
 ) -> Exploration:
     """Run the ramped Langevin MD of ``settings`` from ``atoms`` (copied; velocities drawn at the start
     temperature) with ``calculator``, which must report ``forces_uncertainty``. ``on_step(step, uncertainty)``
-    is called after every step (a progress display)."""
+    is called after every step (a progress display). ``sample_every`` > 0: every that many steps after the
+    ramp, the frame is kept in ``samples`` (``info["uncertainty"]``: its largest per-atom force uncertainty,
+    ``info["time_fs"]``), uniform in time at the target temperature."""
     atoms = atoms.copy()
     atoms.calc = calculator
     initial_velocities(atoms, settings.start_temperature, seed)
@@ -118,7 +122,8 @@ def explore(
         atoms, settings.timestep * units.fs, temperature_K=settings.start_temperature,
         friction=settings.friction / units.fs, fixcm=False, rng=np.random.default_rng(seed + 1),
     )  # fmt: skip
-    peak, candidates = 0.0, []
+    peak, candidates, samples = 0.0, [], []
+    ramp_steps = settings.ramp_ps * 1000 / settings.timestep
     step, above_since = 0, None
     bonds = covalent_bonds(atoms)
     lengths = atoms.get_distances(bonds[:, 0], bonds[:, 1]) if len(bonds) else np.zeros(0)
@@ -137,12 +142,12 @@ def explore(
         if on_step is not None:
             on_step(step, value)
         if not intact(atoms, bonds, lengths, settings):
-            return Exploration(step, peak, candidates, stopped=True, broken=True)
+            return Exploration(step, peak, candidates, stopped=True, broken=True, samples=samples)
         peak = max(peak, value) if np.isfinite(value) else np.inf
+        if sample_every and step > ramp_steps and step % sample_every == 0:
+            samples.append(bare_copy(atoms, uncertainty=value, time_fs=step * settings.timestep))
         if value > settings.threshold or not np.isfinite(value):
-            frame = atoms.copy()
-            frame.calc = None
-            frame.set_constraint()
+            frame = bare_copy(atoms)
             candidates.append(Candidate(step, step * settings.timestep, settings.thermostat_temperature(step),
                                         value, frame))  # fmt: skip
         if value <= settings.stop_factor * settings.threshold:
@@ -150,8 +155,17 @@ def explore(
         elif above_since is None:
             above_since = step
         if above_since is not None and (step - above_since) * settings.timestep >= settings.patience_fs:
-            return Exploration(step, peak, candidates, stopped=True)
-    return Exploration(step, peak, candidates)
+            return Exploration(step, peak, candidates, stopped=True, samples=samples)
+    return Exploration(step, peak, candidates, samples=samples)
+
+
+def bare_copy(atoms: Atoms, **info) -> Atoms:
+    """``atoms`` without calculator and constraints (a frame for the oracle), ``info`` added."""
+    frame = atoms.copy()
+    frame.calc = None
+    frame.set_constraint()
+    frame.info.update(info)
+    return frame
 
 
 def covalent_bonds(atoms: Atoms) -> np.ndarray:

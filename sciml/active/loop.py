@@ -36,6 +36,7 @@ skipped.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import shutil
@@ -48,6 +49,7 @@ import ase.io
 from ase import Atoms
 from ase.calculators.singlepoint import SinglePointCalculator
 
+from sciml.active.calibration import rescaled_checkpoint, sample_frames, scale_factors
 from sciml.active.exploration import Candidate, ExplorationSettings, explore, select_frames
 from sciml.active.oracles import Oracle, OracleFailure
 from sciml.active.store import LabelStore
@@ -65,7 +67,10 @@ class LearningSettings:
     ``confirmations``: how often the final model may be retrained after a confirmation run (the exploration's
     ramp, then ``confirm_hold_ps`` at the target) that went above ``confirm_level`` times the threshold (0, or
     ``rounds`` 0: no confirmation run). ``confirm_level`` 0.8: the largest uncertainty of the final model's
-    100 ps run at 500 K was 1.18x that of its 12 ps confirmation run in ``scripts/bench_active.py``."""
+    100 ps run at 500 K was 1.18x that of its 12 ps confirmation run in ``scripts/bench_active.py``.
+    ``calibration_frames``: before each confirmation run, that many frames of the model's own MD at the target
+    are labelled and its uncertainty scales refitted on them (:mod:`sciml.active.calibration`; 0: the
+    validation split's scales)."""
 
     exploration: ExplorationSettings = field(default_factory=ExplorationSettings)
     training: TrainingSettings = field(default_factory=TrainingSettings)
@@ -77,11 +82,14 @@ class LearningSettings:
     confirmations: int = 2
     confirm_hold_ps: float = 10.0
     confirm_level: float = 0.8
+    calibration_frames: int = 50
 
     def __post_init__(self) -> None:
         if self.confirmations < 0 or not self.confirm_hold_ps > 0 or not 0 < self.confirm_level <= 1:
             raise ValueError(f"confirmations must be >= 0, confirm_hold_ps > 0 and 0 < confirm_level <= 1, got "
                              f"{self.confirmations}, {self.confirm_hold_ps} and {self.confirm_level}")  # fmt: skip
+        if self.calibration_frames == 1 or self.calibration_frames < 0:
+            raise ValueError(f"calibration_frames must be 0 (none) or at least 2, got {self.calibration_frames}")
 
 
 class ActiveLearning:
@@ -172,11 +180,12 @@ class ActiveLearning:
                             "seed frames")  # fmt: skip
         final = self.directory / "final" / "model.ckpt"
         epochs = self.settings.training.final_epochs
-        if epochs and not (final.exists() and self.state.get("final_from") == str(previous)):
+        origin = f"{previous}, {epochs} epochs"  # another last round or final_epochs: trained anew
+        if epochs and not (final.exists() and self.state.get("final_from") == origin):
             self.report(f"final model: {epochs} epochs on {len(self.store.labelled)} frames")
             self._timed("training", train_round, self.store.labelled_path, final.parent, self.settings.training,
                         self.settings.rounds + 1, previous, epochs)  # fmt: skip
-            self.state["final_from"] = str(previous)
+            self.state["final_from"] = origin
             self._save_state()
         confirmed = self._confirm(final if epochs else previous, starts)
         model = self.directory / "model.ckpt"
@@ -196,8 +205,9 @@ class ActiveLearning:
         exploration, hold = self.settings.exploration, self.settings.confirm_hold_ps
         settings = replace(exploration, hold_ps=hold, threshold=self.settings.confirm_level * exploration.threshold)
         rounds = len(self.state["rounds"])
-        origin = f"{model} after round {rounds}, {hold:g} ps at or below {settings.threshold:g} eV/Å"
-        if self.state.get("confirmations_of") != origin:  # a new final model or level (e.g. more rounds): anew
+        digest = hashlib.sha256(model.read_bytes()).hexdigest()[:16]
+        origin = f"{model} (sha256 {digest}) after round {rounds}, {hold:g} ps at or below {settings.threshold:g} eV/Å"
+        if self.state.get("confirmations_of") != origin:  # a new final model or level: confirmed anew
             for old in self.directory.glob("confirm[0-9]*"):
                 shutil.rmtree(old)
             self.state.update(confirmations_of=origin, confirmations=[], confirmed=False)
@@ -206,8 +216,11 @@ class ActiveLearning:
         records = self.state["confirmations"]
         for k in range(1, self.settings.confirmations + 2):
             if len(records) < k:
-                records.append({"confirmation": k, "model": str(model)})
+                records.append({"confirmation": k})
             directory = self.directory / f"confirm{k}"
+            if self.settings.calibration_frames:
+                model = self._calibrate(model, directory, rounds + k, starts, records[k - 1])
+            records[k - 1]["model"] = str(model)
             frames = self._candidates(rounds + k, records[k - 1], starts, model, settings, directory,
                                       f"final{rounds}-confirm{k}", note)  # fmt: skip
             largest = records[k - 1]["max_uncertainty"]
@@ -224,7 +237,8 @@ class ActiveLearning:
                 )
                 return model
             self._label(frames, rounds + k)
-            records[k - 1]["labelled"] = self._labelled_in(rounds + k)  # as a round counts: failures left out
+            calibration = records[k - 1].get("calibration", {}).get("frames", 0)
+            records[k - 1]["labelled"] = self._labelled_in(rounds + k) - calibration  # failures left out
             self._save_state()
             retrained = directory / "model.ckpt"
             if not retrained.exists():
@@ -237,6 +251,53 @@ class ActiveLearning:
                             self.settings.rounds + 1 + k, model)  # fmt: skip
             model = retrained
         return model
+
+    def _calibrate(self, model: Path, directory: Path, round: int, starts: list[Atoms], record: dict) -> Path:
+        """``model`` with its uncertainty scales refitted on ``calibration_frames`` frames of its own MD at the
+        target (:mod:`sciml.active.calibration`), as ``<directory>/calibrated.ckpt``. The frames (written to
+        ``calibration.extxyz`` before the oracle sees them) are labelled with round ``round`` and stay in the
+        store; ``record["calibration"]`` has their number and the two factors."""
+        calibrated, path = directory / "calibrated.ckpt", directory / "calibration.extxyz"
+        if calibrated.exists() and "calibration" in record:
+            return calibrated
+        directory.mkdir(parents=True, exist_ok=True)
+        exploration = self.settings.exploration
+        if path.exists():
+            frames = ase.io.read(path, index=":") if path.stat().st_size else []
+        else:
+            count = self.settings.calibration_frames
+            self.report(f"final model: {count} frames of its own MD at {exploration.temperature:g} K to calibrate "
+                        "its uncertainty")  # fmt: skip
+            frames = self._timed("md", sample_frames, model, starts, exploration, count,
+                                 self.settings.seed + 1000 * round + 500, self.on_md_step)  # fmt: skip
+            for index, frame in enumerate(frames):
+                frame.info.update(key=f"final{len(self.state['rounds'])}-{directory.name}-calibration{index}", reason=(
+                    f"calibration: frame {index} of the final model's MD at {exploration.temperature:g} K "
+                    f"(uniform in time, {frame.info['time_fs']:g} fs)"))  # fmt: skip
+            temporary = path.with_suffix(".partial")
+            temporary.write_text("")
+            if frames:
+                ase.io.write(temporary, frames, format="extxyz")
+            temporary.replace(path)
+        keys = {frame.info["key"] for frame in frames}
+        self._label([(frame.info["key"], frame) for frame in frames], round)
+        labelled = [frame for frame in self.store.labelled if frame.info["key"] in keys]
+        if len(labelled) < 2:
+            self.report(f"final model: {len(labelled)} calibration frames labelled, too few to refit; the "
+                        "validation split's scales stay")  # fmt: skip
+            record["calibration"] = {"frames": len(labelled), "energy_scale_factor": 1.0, "force_scale_factor": 1.0}
+            self._save_state()
+            return model
+        factors = self._timed("training", scale_factors, model, labelled)
+        rescaled_checkpoint(model, factors, calibrated)
+        record["calibration"] = {"frames": len(labelled), "energy_scale_factor": factors[0],
+                                 "force_scale_factor": factors[1]}  # fmt: skip
+        self._save_state()
+        self.report(
+            f"final model: uncertainty calibrated on {len(labelled)} frames of its MD at "
+            f"{exploration.temperature:g} K (force scale x {factors[1]:.2f}, energy x {factors[0]:.2f})"
+        )
+        return calibrated
 
     def _seed(self, starts: list[Atoms], dataset: list[Atoms] | None) -> None:
         if dataset is not None:

@@ -87,6 +87,8 @@ def add_learning_arguments(parser: argparse.ArgumentParser) -> None:
              help="ps at the target of the final model's confirmation run (after the ramp)")  # fmt: skip
     add_loop("--confirm-level", type=float, default=loop_defaults.confirm_level,
              help="the confirmation run must stay at or below this times the threshold (0 to 1]")  # fmt: skip
+    add_loop("--calibration-frames", type=int, default=loop_defaults.calibration_frames,
+             help="frames of the final model's MD, labelled, that refit its uncertainty scales (0: none)")  # fmt: skip
     training = TrainingSettings()
     add_loop("--preset", default=training.preset, choices=("small", "medium", "large"), help="E2Former size")
     add_loop("--uncertainty", default=training.uncertainty, choices=UNCERTAINTIES)
@@ -168,7 +170,7 @@ def learning_loop(options: argparse.Namespace, directory: str | Path | None = No
                                 density_components=options.density_components)  # fmt: skip
     settings = LearningSettings(exploration, training, options.rounds, options.seed_frames, options.seed_displacement,
                                 options.seed, source, options.confirmations, options.confirm_hold_ps,
-                                options.confirm_level)  # fmt: skip
+                                options.confirm_level, options.calibration_frames)  # fmt: skip
     bar = tqdm(total=exploration.steps, unit="step", disable=options.no_progress, dynamic_ncols=True, leave=False)
 
     def on_md_step(step: int, uncertainty: float) -> None:

@@ -9,6 +9,7 @@ import sys
 import ase.io
 import numpy as np
 import pytest
+import torch
 from ase import Atoms
 
 from sciml.active import (
@@ -21,7 +22,8 @@ from sciml.active import (
     gfn2_xtb,
     rattled_copies,
 )
-from sciml.calculators import SciMLCalculator
+from sciml.calculators import SciMLCalculator, load_model
+from sciml.calculators.calibration import calibration_report
 from sciml.commands import learn
 from tests.conftest import ROOT
 
@@ -43,15 +45,18 @@ class CountingOracle(Oracle):
         return super().label(atoms)
 
 
-def tiny_settings(rounds: int, uncertainty: str = "committee", confirmations: int = 0) -> LearningSettings:
+def tiny_settings(
+    rounds: int, uncertainty: str = "committee", confirmations: int = 0, calibration_frames: int = 0
+) -> LearningSettings:
     """Every MD step is above a 1e-4 eV/Å threshold, so every round labels ``cap`` frames; no confirmation runs
-    of the final model unless asked for (each would label ``cap`` more)."""
+    of the final model unless asked for (each would label ``cap`` more), and no calibration frames."""
     exploration = ExplorationSettings(temperature=300, start_temperature=100, ramp_ps=0.01, hold_ps=0.01,
                                       threshold=1e-4, stop_factor=1e6, cap=3, spacing_fs=2.0)  # fmt: skip
     training = TrainingSettings(uncertainty=uncertainty, committee_size=2, epochs=2, epochs_per_round=1, final_epochs=1,
                                 batch_size=4, validation_fraction=0.25)  # fmt: skip
     return LearningSettings(exploration, training, rounds=rounds, seed_frames=8, source="smiles:O",
-                            confirmations=confirmations, confirm_hold_ps=0.02)  # fmt: skip
+                            confirmations=confirmations, confirm_hold_ps=0.02,
+                            calibration_frames=calibration_frames)  # fmt: skip
 
 
 def test_the_loop_labels_each_round_and_resumes_without_relabelling_or_retraining(tmp_path):
@@ -78,6 +83,12 @@ def test_the_loop_labels_each_round_and_resumes_without_relabelling_or_retrainin
     ActiveLearning(tmp_path, again, tiny_settings(rounds=2), report=lambda line: None).run(WATER)
     assert again.calls == 0  # everything was labelled, every round trained
     assert {path: path.stat().st_mtime_ns for path in tmp_path.glob("*/model.ckpt")} == trained
+    longer = tiny_settings(rounds=2)
+    longer.training.final_epochs = 2  # other final epochs: only the final model trains again
+    ActiveLearning(tmp_path, again, longer, report=lambda line: None).run(WATER)
+    retrained = {path: path.stat().st_mtime_ns for path in tmp_path.glob("*/model.ckpt")}
+    assert again.calls == 0 and [path.parent.name for path in trained if retrained[path] != trained[path]] == ["final"]
+    trained = retrained
     ActiveLearning(tmp_path, again, tiny_settings(rounds=3), report=lambda line: None).run(WATER)
     assert again.calls == 3 and (tmp_path / "round3" / "model.ckpt").exists()  # more rounds continue the run
     assert (tmp_path / "final" / "model.ckpt").stat().st_mtime_ns > trained[tmp_path / "final" / "model.ckpt"]
@@ -308,6 +319,9 @@ def test_the_final_model_is_confirmed_and_retrained_while_its_run_goes_above_the
     ActiveLearning(tmp_path, CountingOracle(), settings, report=lambda line: None).run(WATER)
     assert calls[4:] == [(3, 0.02, 5e-5)] and json.loads((tmp_path / "state.json").read_text())["confirmed"]
     assert (tmp_path / "model.ckpt").read_bytes() == final  # confirmed unchanged: the final model itself
+    settings.training.final_epochs = 2  # a final model trained anew is confirmed anew
+    ActiveLearning(tmp_path, CountingOracle(), settings, report=lambda line: None).run(WATER)
+    assert calls[5:] == [(3, 0.02, 5e-5)] and (tmp_path / "model.ckpt").read_bytes() != final
 
     uncertain, lines = set(range(1, 10)), []  # never below: one retraining, then the written model says so
     ActiveLearning(tmp_path / "u", CountingOracle(), tiny_settings(1, confirmations=1), report=lines.append).run(WATER)
@@ -318,6 +332,42 @@ def test_the_final_model_is_confirmed_and_retrained_while_its_run_goes_above_the
     for wrong in ({"confirmations": -1}, {"confirm_level": 0.0}, {"confirm_level": 1.5}):
         with pytest.raises(ValueError, match="confirmations must be >= 0"):
             LearningSettings(**wrong)
+
+
+def test_the_written_model_is_calibrated_on_labelled_frames_of_its_own_md(tmp_path):
+    """Before each confirmation run the model's MD gives ``calibration_frames`` frames uniform in time after
+    the ramp; labelled, they refit both scales (RMS sigma = RMS error over them), stay in the store and are not
+    counted as the confirmation's picks. Every run here goes above the 1e-4 eV/Å threshold: two calibrations."""
+    oracle, lines = CountingOracle(), []
+    settings = tiny_settings(1, "last-layer", confirmations=1, calibration_frames=4)
+    written = ActiveLearning(tmp_path, oracle, settings, report=lines.append).run(WATER)
+    state = json.loads((tmp_path / "state.json").read_text())
+    records = state["confirmations"]
+    assert [record["calibration"]["frames"] for record in records] == [4, 4] and not state["confirmed"]
+    assert records[0]["labelled"] == 3 and records[1]["model"].endswith("confirm2/calibrated.ckpt")
+    labelled = ase.io.read(tmp_path / "labelled.extxyz", index=":")
+    frames = [frame for frame in labelled if frame.info["key"].startswith("final1-confirm1-calibration")]
+    assert [frame.info["round"] for frame in frames] == [2] * 4 and oracle.calls == len(labelled) == 8 + 3 + 4 + 3 + 4
+    times = [float(frame.info["reason"].split("uniform in time, ")[1].split(" fs")[0]) for frame in frames]
+    assert times == [12.5, 15.0, 17.5, 20.0]  # every 5 steps of the 20-step hold after the 20-step ramp
+    assert frames[0].info["reason"].startswith("calibration: frame 0 of the final model's MD at 300 K")
+
+    final, calibrated = (load_model(tmp_path / name) for name in ("final/model.ckpt", "confirm1/calibrated.ckpt"))
+    factors = records[0]["calibration"]
+    for name in ("energy", "force"):
+        scale = getattr(final, f"{name}_uncertainty_scale") * factors[f"{name}_scale_factor"]
+        torch.testing.assert_close(getattr(calibrated, f"{name}_uncertainty_scale"), scale)
+    report = calibration_report(SciMLCalculator.from_checkpoint(tmp_path / "confirm1" / "calibrated.ckpt"), frames)
+    rms = [np.sqrt(np.mean(values**2)) for values in (report.component_error, report.component_uncertainty)]
+    np.testing.assert_allclose(rms[0], rms[1], rtol=1e-5)  # fitted on these frames
+    assert written.read_bytes() == (tmp_path / "confirm2" / "calibrated.ckpt").read_bytes()
+    assert any("uncertainty calibrated on 4 frames" in line for line in lines)
+
+    again = CountingOracle()  # resuming samples, labels and refits nothing
+    ActiveLearning(tmp_path, again, settings, report=lambda line: None).run(WATER)
+    assert again.calls == 0 and json.loads((tmp_path / "state.json").read_text())["confirmations"] == records
+    with pytest.raises(ValueError, match="calibration_frames must be 0"):
+        LearningSettings(calibration_frames=1)
 
 
 def test_more_than_one_conformer_needs_a_smiles_start(capsys):
