@@ -22,16 +22,18 @@ written, so it is the one checked (when there were exploration rounds): a confir
 ``confirm_level`` times the threshold (DP-GEN's second, stricter trust level: the largest uncertainty over a
 run grows with its length, and the model will run far longer than its confirmation); otherwise the frames it
 picked above that level are labelled and the model trains ``epochs_per_round`` more, then runs again (at most
-``confirmations`` retrainings). ``state.json`` records each confirmation and whether the
-written model was ``confirmed``.
+``confirmations`` retrainings). Before each confirmation run the model's uncertainty scales are refitted on
+``calibration_frames`` labelled frames of its own MD at the target (:mod:`sciml.active.calibration`): the
+validation split that fitted them holds the loop's picks, not the frames the model will meet. ``state.json``
+records each confirmation, its calibration and whether the written model was ``confirmed``.
 
 The run directory holds the store, ``round<r>/model.ckpt`` and ``round<r>/candidates.extxyz`` (the frames
 picked for the oracle, written before it is called), ``state.json`` (each round's figures and the time spent
-in the oracle, training and MD), ``final/model.ckpt``, ``confirm<k>/`` (a confirmation's picks and the model
-retrained after it) and, at the end, the written model's copy ``model.ckpt``. Starting again in the same
-directory resumes: frames already sent to the oracle are never sent again, a trained model is not retrained,
-picked candidates are labelled without a new exploration. An oracle failure is recorded in the store and
-skipped.
+in the oracle, training and MD), ``final/model.ckpt``, ``confirm<k>/`` (the frames that calibrated the model
+and its calibrated copy, the confirmation's picks and the model retrained after it) and, at the end, the
+written model's copy ``model.ckpt``. Starting again in the same directory resumes: frames already sent to
+the oracle are never sent again, a trained model is not retrained, picked candidates are labelled without a
+new exploration. An oracle failure is recorded in the store and skipped.
 """
 
 from __future__ import annotations
