@@ -265,7 +265,7 @@ class ActiveLearning:
         directory.mkdir(parents=True, exist_ok=True)
         exploration = self.settings.exploration
         if path.exists():
-            frames = ase.io.read(path, index=":") if path.stat().st_size else []
+            frames = _read_picks(path)
         else:
             count = self.settings.calibration_frames
             self.report(f"final model: {count} frames of its own MD at {exploration.temperature:g} K to calibrate "
@@ -276,11 +276,7 @@ class ActiveLearning:
                 frame.info.update(key=f"final{len(self.state['rounds'])}-{directory.name}-calibration{index}", reason=(
                     f"calibration: frame {index} of the final model's MD at {exploration.temperature:g} K "
                     f"(uniform in time, {frame.info['time_fs']:g} fs)"))  # fmt: skip
-            temporary = path.with_suffix(".partial")
-            temporary.write_text("")
-            if frames:
-                ase.io.write(temporary, frames, format="extxyz")
-            temporary.replace(path)
+            _write_picks(path, frames)
         keys = {frame.info["key"] for frame in frames}
         self._label([(frame.info["key"], frame) for frame in frames], round)
         labelled = [frame for frame in self.store.labelled if frame.info["key"] in keys]
@@ -340,8 +336,7 @@ class ActiveLearning:
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / "candidates.extxyz"
         if "below_threshold" in record and path.exists():
-            frames = ase.io.read(path, index=":") if path.stat().st_size else []
-            return [(frame.info["key"], frame) for frame in frames]
+            return [(frame.info["key"], frame) for frame in _read_picks(path)]
         if "below_threshold" in record:  # converged before: nothing picked
             return []
         from sciml.calculators import SciMLCalculator
@@ -364,11 +359,7 @@ class ActiveLearning:
             whole = not found.stopped and len(runs) >= n  # a full run, and every start has had one
             if whole or len(frames) >= settings.cap or sum(r.steps for r in runs) >= budget:
                 break
-        temporary = path.with_suffix(".partial")
-        temporary.write_text("")
-        if frames:
-            ase.io.write(temporary, frames, format="extxyz")
-        temporary.replace(path)
+        _write_picks(path, frames)
         record.update(md_steps=sum(r.steps for r in runs), runs=len(runs), max_uncertainty=max(r.max_uncertainty
                       for r in runs), stopped=sum(r.stopped for r in runs), broken=sum(r.broken for r in runs),
                       candidates=sum(len(r.candidates) for r in runs), picked=len(frames),
@@ -416,6 +407,21 @@ class ActiveLearning:
             "seconds": self.state["seconds"],
             "settings": asdict(self.settings),
         }
+
+
+def _write_picks(path: Path, frames: list[Atoms]) -> None:
+    """Write the frames picked for the oracle to ``path`` (extxyz; empty when none) through a temporary file,
+    so that a killed run leaves either no file or the whole list."""
+    temporary = path.with_suffix(".partial")
+    temporary.write_text("")
+    if frames:
+        ase.io.write(temporary, frames, format="extxyz")
+    temporary.replace(path)
+
+
+def _read_picks(path: Path) -> list[Atoms]:
+    """The frames :func:`_write_picks` wrote to ``path``."""
+    return ase.io.read(path, index=":") if path.stat().st_size else []
 
 
 def labelled_copy(frame: Atoms, index: int) -> Atoms:
