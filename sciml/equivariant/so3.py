@@ -37,9 +37,17 @@ def float64_default() -> Iterator[None]:
         torch.set_default_dtype(previous)
 
 
+@cache
+def _harmonics(l: int, normalize: bool) -> o3.SphericalHarmonics:
+    """e3nn's harmonics module (no parameters or buffers), built once: ``o3.spherical_harmonics`` builds one at
+    every call, seven times per E2Former call; built once, an aspirin energy + forces call took 0.3-0.8 ms less
+    of 16-20 ms (2 CPU cores, four alternating runs of 100 calls)."""
+    return o3.SphericalHarmonics(l, normalize, normalization="component")
+
+
 def spherical_harmonics(l: int, vectors: torch.Tensor) -> torch.Tensor:
     """Y^l(r̂) of (..., 3) vectors -> (..., 2l + 1), component normalisation (zero vectors give 0 for l > 0)."""
-    return o3.spherical_harmonics(l, vectors, normalize=True, normalization="component")
+    return _harmonics(l, True)(vectors)
 
 
 @cache
@@ -55,7 +63,7 @@ def solid_harmonics(l: int, vectors: torch.Tensor) -> torch.Tensor:
     Computed from e3nn's polynomial (``normalize=False``) harmonics, which are |r|^l Y^l(r̂), so it is a
     smooth polynomial everywhere, including r = 0.
     """
-    unnormalised = o3.spherical_harmonics(l, vectors, normalize=False, normalization="component")
+    unnormalised = _harmonics(l, False)(vectors)
     return solid_harmonic_coefficient(l) * unnormalised
 
 
