@@ -24,6 +24,7 @@ import numpy as np
 from ase import Atoms
 
 from sciml.active.exploration import ExplorationSettings, explore
+from sciml.active.replica_exploration import explore_replicas
 from sciml.calculators.calibration import calibration_report
 from sciml.calculators.checkpoint import load_model
 from sciml.nn.checkpoint import write_model_checkpoint
@@ -40,12 +41,23 @@ def sample_frames(
     """``frames`` frames uniform in time from ML Langevin MD with ``checkpoint``'s model (the ramp and hold of
     ``settings``, from each start in turn, the frames shared among them): taken during the hold, each with
     ``info["uncertainty"]`` (its largest per-atom force uncertainty, eV/Å), ``info["time_fs"]`` and
-    ``info["start"]``. A run that ends early (it left what the model knows) gives the frames it reached."""
-    from sciml.calculators import SciMLCalculator
+    ``info["start"]``. A run that ends early (it left what the model knows) gives the frames it reached. With
+    ``settings.replicas`` above 1 the frames are shared among that many replicas run together
+    (:func:`~sciml.active.replica_exploration.explore_replicas`, replica r from start r modulo their number)."""
+    from sciml.calculators import SciMLCalculator, load_model
 
-    calculator = SciMLCalculator.from_checkpoint(checkpoint, uncertainty=True)
     hold_steps = round(settings.hold_ps * 1000 / settings.timestep)
     sampled = []
+    if settings.replicas > 1:
+        counts = [frames // settings.replicas + (r < frames % settings.replicas) for r in range(settings.replicas)]
+        found = explore_replicas(starts, load_model(checkpoint), settings, settings.replicas, seed, on_step,
+                                 sample_every=max(1, hold_steps // max(counts)))  # fmt: skip
+        for replica, (run, count) in enumerate(zip(found, counts, strict=True)):
+            for frame in run.samples[:count]:
+                frame.info.update(start=replica % len(starts), replica=replica)
+                sampled.append(frame)
+        return sampled
+    calculator = SciMLCalculator.from_checkpoint(checkpoint, uncertainty=True)
     for index, start in enumerate(starts):
         count = frames // len(starts) + (index < frames % len(starts))
         if not count:

@@ -44,8 +44,11 @@ class ExplorationSettings:
     max_stretch: float = 1.6
     cap: int = 50
     spacing_fs: float = 50.0
+    replicas: int = 1
 
     def __post_init__(self) -> None:
+        if self.replicas < 1:
+            raise ValueError(f"replicas must be at least 1, got {self.replicas}")
         if not self.threshold > 0 or not self.stop_factor >= 1:
             raise ValueError(
                 f"threshold must be > 0 eV/Å and stop_factor >= 1, got {self.threshold} and {self.stop_factor}"
@@ -81,6 +84,7 @@ class Candidate:
     temperature: float  # the thermostat's, K
     uncertainty: float  # eV/Å
     atoms: Atoms
+    run: int = 0  # the replica's index in a batch of runs (:func:`~sciml.active.replica_exploration.explore_replicas`)
 
 
 @dataclass
@@ -122,41 +126,58 @@ def explore(
         atoms, settings.timestep * units.fs, temperature_K=settings.start_temperature,
         friction=settings.friction / units.fs, fixcm=False, rng=np.random.default_rng(seed + 1),
     )  # fmt: skip
-    peak, candidates, samples = 0.0, [], []
-    ramp_steps = settings.ramp_ps * 1000 / settings.timestep
-    step, above_since = 0, None
-    bonds = covalent_bonds(atoms)
-    lengths = atoms.get_distances(bonds[:, 0], bonds[:, 1]) if len(bonds) else np.zeros(0)
-
-    def current_uncertainty() -> float:
-        value = largest_force_uncertainty(calculator)
-        if value is None:
-            raise ValueError("exploration needs a calculator that reports forces_uncertainty")
-        return value
-
+    run = RunTracker(atoms, settings, sample_every)
     atoms.get_forces()
     for step in range(1, settings.steps + 1):
         dynamics.set_temperature(temperature_K=settings.thermostat_temperature(step))
         dynamics.run(1)
-        value = current_uncertainty()
+        value = largest_force_uncertainty(calculator)
+        if value is None:
+            raise ValueError("exploration needs a calculator that reports forces_uncertainty")
         if on_step is not None:
             on_step(step, value)
-        if not intact(atoms, bonds, lengths, settings):
-            return Exploration(step, peak, candidates, stopped=True, broken=True, samples=samples)
-        peak = max(peak, value) if np.isfinite(value) else np.inf
-        if sample_every and step > ramp_steps and step % sample_every == 0:
-            samples.append(bare_copy(atoms, uncertainty=value, time_fs=step * settings.timestep))
+        if run.ended_after(step, atoms, value):
+            break
+    return run.exploration
+
+
+class RunTracker:
+    """The rules of one exploration run, applied step by step (:func:`explore`; the replicas of
+    :func:`~sciml.active.replica_exploration.explore_replicas` each have one): the peak uncertainty, the
+    candidates above the threshold, the samples, the upper level's patience and the intact structure.
+    ``start``: the run's start structure (its covalent bonds); ``run``: the replica's index in its batch."""
+
+    def __init__(self, start: Atoms, settings: ExplorationSettings, sample_every: int = 0, run: int = 0) -> None:
+        self.settings, self.sample_every, self.run = settings, sample_every, run
+        self.bonds = covalent_bonds(start)
+        self.lengths = start.get_distances(self.bonds[:, 0], self.bonds[:, 1]) if len(self.bonds) else np.zeros(0)
+        self.ramp_steps = settings.ramp_ps * 1000 / settings.timestep
+        self.exploration = Exploration(0, 0.0)
+        self.above_since: int | None = None
+
+    def ended_after(self, step: int, atoms: Atoms, value: float) -> bool:
+        """Record ``step`` (``atoms`` after it, its largest per-atom force uncertainty ``value`` eV/Å); True when
+        the run ends there: the structure broke (that frame is not a candidate) or the uncertainty stayed above
+        the upper level for the patience."""
+        settings, found = self.settings, self.exploration
+        found.steps = step
+        if not intact(atoms, self.bonds, self.lengths, settings):
+            found.stopped = found.broken = True
+            return True
+        found.max_uncertainty = max(found.max_uncertainty, value) if np.isfinite(value) else np.inf
+        if self.sample_every and step > self.ramp_steps and step % self.sample_every == 0:
+            found.samples.append(bare_copy(atoms, uncertainty=value, time_fs=step * settings.timestep))
         if value > settings.threshold or not np.isfinite(value):
-            frame = bare_copy(atoms)
-            candidates.append(Candidate(step, step * settings.timestep, settings.thermostat_temperature(step),
-                                        value, frame))  # fmt: skip
+            found.candidates.append(Candidate(step, step * settings.timestep, settings.thermostat_temperature(step),
+                                              value, bare_copy(atoms), self.run))  # fmt: skip
         if value <= settings.stop_factor * settings.threshold:
-            above_since = None
-        elif above_since is None:
-            above_since = step
-        if above_since is not None and (step - above_since) * settings.timestep >= settings.patience_fs:
-            return Exploration(step, peak, candidates, stopped=True, samples=samples)
-    return Exploration(step, peak, candidates, samples=samples)
+            self.above_since = None
+        elif self.above_since is None:
+            self.above_since = step
+        if self.above_since is not None and (step - self.above_since) * settings.timestep >= settings.patience_fs:
+            found.stopped = True
+            return True
+        return False
 
 
 def bare_copy(atoms: Atoms, **info) -> Atoms:
@@ -193,12 +214,12 @@ def intact(atoms: Atoms, bonds: np.ndarray, lengths: np.ndarray, settings: Explo
 
 
 def select_frames(candidates: list[Candidate], cap: int, spacing_fs: float) -> list[Candidate]:
-    """At most ``cap`` candidates, most uncertain first, each at least ``spacing_fs`` from those already picked;
-    returned in time order."""
+    """At most ``cap`` candidates, most uncertain first, each at least ``spacing_fs`` from those already picked in
+    the same run; returned in time order (by run, then step)."""
     picked: list[Candidate] = []
     for candidate in sorted(candidates, key=lambda c: -c.uncertainty if np.isfinite(c.uncertainty) else -np.inf):
         if len(picked) == cap:
             break
-        if all(abs(candidate.time_fs - other.time_fs) >= spacing_fs for other in picked):
+        if all(other.run != candidate.run or abs(candidate.time_fs - other.time_fs) >= spacing_fs for other in picked):
             picked.append(candidate)
-    return sorted(picked, key=lambda c: c.step)
+    return sorted(picked, key=lambda c: (c.run, c.step))

@@ -10,7 +10,10 @@ rattled copies are then shared among them. Every round r >= 1 then
    ends early (a young model soon leaves what it knows) is followed by new ones with other velocities until
    the round has ``cap`` frames or has used the steps of one full run per start. With several starts the runs
    take them in turn (round r begins with start r - 1, modulo their number), and a full run ends the round
-   only once every start has had a run;
+   only once every start has had a run. With ``replicas`` R above 1 the runs go in batches of R, advanced
+   together in one batched model call per step (:func:`~sciml.active.replica_exploration.explore_replicas`):
+   the batch's picks are spaced within each run, and the round converges when its first batches (every start
+   has had a run) stayed whole at or below the threshold;
 3. stops when one run from every start stayed whole at or below the threshold (converged), else labels the frames
    :func:`~sciml.active.exploration.select_frames` picks, each with its round, uncertainty and reason
    (:class:`~sciml.active.store.LabelStore`), and goes on to round r + 1 (at most ``rounds``).
@@ -54,6 +57,7 @@ from ase.calculators.singlepoint import SinglePointCalculator
 from sciml.active.calibration import rescaled_checkpoint, sample_frames, scale_factors
 from sciml.active.exploration import Candidate, ExplorationSettings, explore, select_frames
 from sciml.active.oracles import Oracle, OracleFailure
+from sciml.active.replica_exploration import explore_replicas
 from sciml.active.store import LabelStore
 from sciml.active.structures import rattled_copies
 from sciml.active.training import TrainingSettings, train_round
@@ -339,31 +343,34 @@ class ActiveLearning:
             return [(frame.info["key"], frame) for frame in _read_picks(path)]
         if "below_threshold" in record:  # converged before: nothing picked
             return []
-        from sciml.calculators import SciMLCalculator
-
-        calculator = SciMLCalculator.from_checkpoint(checkpoint, uncertainty=True)
         settings = settings or self.settings.exploration
-        budget, n = settings.steps * len(starts), len(starts)
+        n, batch = len(starts), settings.replicas
+        needed = batch * math.ceil(n / batch)  # runs of the round's first batches: every start has had one
+        budget = settings.steps * needed
         name = f"round {round}" if not prefix else f"{prefix} (final model)"
-        self.report(f"{name}: exploring (up to {budget} MD steps" + (f" from {n} starts)" if n > 1 else ")"))
+        self.report(f"{name}: exploring (up to {budget} MD steps" + (f" from {n} starts" if n > 1 else "")
+                    + (f" in batches of {batch} replicas)" if batch > 1 else ")"))  # fmt: skip
+        explore_batch = _batch_explorer(checkpoint, settings, self.on_md_step)
         runs, frames = [], []
         while True:  # runs that end early are followed by new ones (other velocities) until the cap or budget
             seed = self.settings.seed + 1000 * round + len(runs)
-            origin = (round - 1 + len(runs)) % n
-            found = self._timed("md", explore, starts[origin], calculator, settings, seed, self.on_md_step)
-            picked = select_frames(found.candidates, settings.cap - len(frames), settings.spacing_fs)
-            last = found.candidates[-1] if found.stopped and not found.broken and found.candidates else None
-            frames += [_candidate_frame(candidate, prefix or f"round{round}", len(runs), candidate is last,
-                                        origin if n > 1 else None, note) for candidate in picked]  # fmt: skip
-            runs.append(found)
-            whole = not found.stopped and len(runs) >= n  # a full run, and every start has had one
+            origins = [(round - 1 + len(runs) + r) % n for r in range(batch)]
+            found = self._timed("md", explore_batch, [starts[origin] for origin in origins], seed)
+            pool = [candidate for run in found for candidate in run.candidates]
+            picked = select_frames(pool, settings.cap - len(frames), settings.spacing_fs)
+            last = {id(run.candidates[-1]) for run in found if run.stopped and not run.broken and run.candidates}
+            frames += [_candidate_frame(candidate, prefix or f"round{round}", len(runs) + candidate.run,
+                                        id(candidate) in last, origins[candidate.run] if n > 1 else None, note)
+                       for candidate in picked]  # fmt: skip
+            runs += found
+            whole = not any(run.stopped for run in found) and len(runs) >= needed  # full runs, every start had one
             if whole or len(frames) >= settings.cap or sum(r.steps for r in runs) >= budget:
                 break
         _write_picks(path, frames)
         record.update(md_steps=sum(r.steps for r in runs), runs=len(runs), max_uncertainty=max(r.max_uncertainty
                       for r in runs), stopped=sum(r.stopped for r in runs), broken=sum(r.broken for r in runs),
                       candidates=sum(len(r.candidates) for r in runs), picked=len(frames),
-                      below_threshold=len(runs) == n and all(r.below_threshold for r in runs))  # fmt: skip
+                      below_threshold=len(runs) == needed and all(r.below_threshold for r in runs))  # fmt: skip
         self._save_state()
         return [(frame.info["key"], frame) for frame in frames]
 
@@ -407,6 +414,19 @@ class ActiveLearning:
             "seconds": self.state["seconds"],
             "settings": asdict(self.settings),
         }
+
+
+def _batch_explorer(checkpoint: Path, settings: ExplorationSettings, on_step) -> Callable[[list[Atoms], int], list]:
+    """``explore(starts, seed)``: one batch of ``settings.replicas`` exploration runs with ``checkpoint``'s model
+    from these starts (one each): an ASE run (:func:`~sciml.active.exploration.explore`) for one replica,
+    :func:`~sciml.active.replica_exploration.explore_replicas` for several."""
+    from sciml.calculators import SciMLCalculator, load_model
+
+    if settings.replicas == 1:
+        calculator = SciMLCalculator.from_checkpoint(checkpoint, uncertainty=True)
+        return lambda starts, seed: [explore(starts[0], calculator, settings, seed, on_step)]
+    model = load_model(checkpoint)
+    return lambda starts, seed: explore_replicas(starts, model, settings, settings.replicas, seed, on_step)
 
 
 def _write_picks(path: Path, frames: list[Atoms]) -> None:

@@ -157,7 +157,6 @@ def run_replicas(
     kT = units.kB * settings.temperature
     decay = float(np.exp(-settings.friction / units.fs * dt))
     noise_scale = torch.sqrt((1 - decay**2) * kT / masses)[None, :, None]
-    inverse_mass = (1.0 / masses)[None, :, None]
     dof = degrees_of_freedom(len(masses), settings.fix_com)
     energy, forces = potential(state.positions)
     records: dict[str, list] = {"temperature": [], "potential_energy": [], "total_energy": []}
@@ -180,24 +179,43 @@ def run_replicas(
 
     if not resume:
         record()
+    thermostat = (decay, noise_scale, generator) if settings.integrator == "langevin" else None
     for _ in range(settings.steps):
-        velocities = state.velocities + 0.5 * dt * forces * inverse_mass
-        positions = state.positions + (0.5 * dt if settings.integrator == "langevin" else dt) * velocities
-        if settings.integrator == "langevin":
-            noise = torch.randn(velocities.shape, generator=generator, dtype=torch.float64)
-            velocities = decay * velocities + noise_scale * noise
-            if settings.fix_com:
-                velocities = remove_com_velocity(velocities, masses)
-            positions = positions + 0.5 * dt * velocities
-        energy, forces = potential(positions)
-        state = ReplicaState(positions, velocities + 0.5 * dt * forces * inverse_mass, state.step + 1)
+        state, energy, forces = integrate_step(state, forces, potential, dt, masses, thermostat, settings.fix_com)
         if state.step % settings.interval == 0:
             record()
             generator = _generator(settings.seed, state.step, masses.device)
+            thermostat = (decay, noise_scale, generator) if thermostat else None
     elapsed = max(time.perf_counter() - begin, 1e-9)
     stacked = {key: np.array(values) for key, values in records.items()}
     return {"state": state, **stacked, "steps": state.step - first,
             "replica_steps_per_s": replicas * (state.step - first) / elapsed}  # fmt: skip
+
+
+def integrate_step(
+    state: ReplicaState,
+    forces: torch.Tensor,
+    potential: Potential,
+    dt: float,
+    masses: torch.Tensor,
+    thermostat: tuple[float, torch.Tensor, torch.Generator] | None,
+    fix_com: bool = True,
+) -> tuple[ReplicaState, torch.Tensor, torch.Tensor]:
+    """One step from ``state`` with its ``forces`` (R, N, 3) eV/Å: BAOAB Langevin with ``thermostat`` =
+    ``(exp(-gamma dt), sqrt((1 - c^2) kT / m) (1, N, 1), noise generator)``, velocity Verlet without; ``dt`` in
+    ASE time units. Returns the new state, its energy (R,) eV and forces."""
+    inverse_mass = (1.0 / masses)[None, :, None]
+    velocities = state.velocities + 0.5 * dt * forces * inverse_mass
+    positions = state.positions + (0.5 * dt if thermostat else dt) * velocities
+    if thermostat:
+        decay, noise_scale, generator = thermostat
+        noise = torch.randn(velocities.shape, generator=generator, dtype=torch.float64)
+        velocities = decay * velocities + noise_scale * noise
+        if fix_com:
+            velocities = remove_com_velocity(velocities, masses)
+        positions = positions + 0.5 * dt * velocities
+    energy, forces = potential(positions)
+    return ReplicaState(positions, velocities + 0.5 * dt * forces * inverse_mass, state.step + 1), energy, forces
 
 
 def _paths(directory: str | Path | None, replicas: int) -> list[Path]:

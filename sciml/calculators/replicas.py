@@ -15,7 +15,7 @@ import torch
 from torch import nn
 from torch_geometric.data import Data
 
-from sciml.calculators.ase import model_on
+from sciml.calculators.ase import has_uncertainty, model_on
 from sciml.data.neighbours import radius_graph
 
 
@@ -57,6 +57,7 @@ class BatchedPotential:
         self.pbc = torch.tensor(np.zeros(3, bool) if pbc is None else np.asarray(pbc, bool), device=self.device)
         self.lists: list[dict] = []
         self.rebuilds = 0
+        self.last_outputs: dict | None = None
 
     def __call__(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         replicas, atoms = positions.shape[:2]
@@ -82,7 +83,24 @@ class BatchedPotential:
         outputs = self.potential(batch, forces=True)
         energy = outputs["energy"].detach().double()
         forces = outputs["forces"].detach().double().reshape(replicas, atoms, 3)
+        self.last_outputs = outputs
         return energy, forces
+
+    def forces_uncertainty(self) -> torch.Tensor:
+        """(R, N) per-atom force uncertainty (eV/Å) of the latest call, from a model that estimates one
+        (:func:`~sciml.calculators.ase.has_uncertainty`: a last-layer estimate or a committee); an error
+        otherwise."""
+        if not has_uncertainty(self.model):
+            raise ValueError(f"the {type(self.model).__name__} model carries no uncertainty estimate")
+        if self.last_outputs is None:
+            raise RuntimeError("forces_uncertainty needs a call of the potential first")
+        _, forces = self.model.uncertainty(self.last_outputs)
+        return forces.detach().double().reshape(-1, len(self.numbers))
+
+    def keep(self, replicas: list[int]) -> None:
+        """Go on with only these replicas (indices into the current ones, in order): their neighbour lists stay,
+        and the next call takes their positions, (len(replicas), N, 3)."""
+        self.lists = [self.lists[r] for r in replicas]
 
     def _edges(self, replica: int, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(edge_index, shifts, wrapped positions) of one replica, pairs within the cutoff."""

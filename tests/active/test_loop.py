@@ -4,6 +4,7 @@ resuming without relabelling or retraining, interrupted labelling, oracle failur
 from __future__ import annotations
 
 import json
+import re
 import sys
 
 import ase.io
@@ -368,6 +369,28 @@ def test_the_written_model_is_calibrated_on_labelled_frames_of_its_own_md(tmp_pa
     assert again.calls == 0 and json.loads((tmp_path / "state.json").read_text())["confirmations"] == records
     with pytest.raises(ValueError, match="calibration_frames must be 0"):
         LearningSettings(calibration_frames=1)
+
+
+def test_rounds_calibration_and_confirmation_explore_with_replicas_in_one_batch(tmp_path):
+    """With ``replicas`` 2 a round's first batch is two runs (both whole here: the round has them both), the
+    picks are spaced per run and keyed by run, and the calibration frames are shared between the replicas."""
+    settings = tiny_settings(1, "last-layer", confirmations=1, calibration_frames=4)
+    settings.exploration.replicas, settings.exploration.cap = 2, 4
+    lines = []
+    ActiveLearning(tmp_path, CountingOracle(), settings, report=lines.append).run(WATER)
+    state = json.loads((tmp_path / "state.json").read_text())
+    round1 = state["rounds"][0]
+    assert round1["runs"] == 2 and round1["md_steps"] == 2 * 40 and round1["picked"] == 4
+    assert any("up to 80 MD steps in batches of 2 replicas" in line for line in lines)
+    labelled = ase.io.read(tmp_path / "labelled.extxyz", index=":")
+    picks = [frame.info["key"] for frame in labelled if frame.info["key"].startswith("round1-")]
+    assert len(picks) == 4 and all(re.fullmatch(r"round1-run[01]-step\d+", key) for key in picks)
+    steps = {run: [int(key.split("step")[1]) for key in picks if f"-run{run}-" in key] for run in (0, 1)}
+    for run_steps in steps.values():  # 2 fs = 4 steps apart within a run
+        assert all(b - a >= 4 for a, b in zip(run_steps, run_steps[1:], strict=False))
+    calibration = ase.io.read(tmp_path / "confirm1" / "calibration.extxyz", index=":")
+    assert [frame.info["replica"] for frame in calibration] == [0, 0, 1, 1]
+    assert state["confirmations"][0]["calibration"]["frames"] == 4 and state["confirmations"][0]["runs"] == 2
 
 
 def test_more_than_one_conformer_needs_a_smiles_start(capsys):
