@@ -68,7 +68,7 @@ def add_learning_arguments(parser: argparse.ArgumentParser) -> None:
     md.add_argument("--patience-fs", type=float, default=defaults.patience_fs,
                     help="fs above the upper level before the run ends")  # fmt: skip
     md.add_argument("--cap", type=int, default=defaults.cap, help="frames labelled per round, at most")
-    md.add_argument("--replicas", type=int, default=defaults.replicas,
+    md.add_argument("--exploration-replicas", type=int, default=defaults.replicas,
                     help="exploration runs advanced together in one batched model call per step (each with the "
                          "ramp and hold; a molecule of 20 atoms: 4 replicas cost 1.1x one on 2 CPU cores)")  # fmt: skip
     md.add_argument("--spacing-fs", type=float, default=defaults.spacing_fs, help="fs between picked frames, at least")
@@ -167,7 +167,7 @@ def learning_loop(options: argparse.Namespace, directory: str | Path | None = No
     exploration = ExplorationSettings(options.temperature, options.start_temperature, options.ramp_ps, options.hold_ps,
                                       options.timestep, options.friction, options.threshold, options.stop_factor,
                                       options.patience_fs, cap=options.cap, spacing_fs=options.spacing_fs,
-                                      replicas=options.replicas)  # fmt: skip
+                                      replicas=options.exploration_replicas)  # fmt: skip
     training = TrainingSettings(options.preset, options.uncertainty, options.committee_size, options.cutoff,
                                 options.epochs, options.epochs_per_round, options.final_epochs,
                                 options.batch_size, seed=options.seed, force_samples=options.force_samples,

@@ -194,6 +194,7 @@ def test_the_learn_config_runs_on_a_tiny_budget_and_writes_the_checkpoint_store_
     summary = learn.main(["--config", str(config), "--directory", str(tmp_path), *tiny.split()])
     assert summary["oracle_calls"] == summary["labelled"] == 6 + 2 and summary["failed"] == 0
     assert summary["settings"]["exploration"]["temperature"] == 500  # from the config
+    assert summary["settings"]["exploration"]["replicas"] == 4  # its exploration_replicas: batched runs
     assert json.loads((tmp_path / "summary.json").read_text())["labelled"] == 8
     store = ase.io.read(tmp_path / "labelled.extxyz", index=":")
     assert store[0].get_chemical_formula() == "C9H8O4" and store[-1].info["round"] == 1  # aspirin, from SMILES
