@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 from ase import Atoms
 
-from sciml.active.exploration import ExplorationSettings, explore
+from sciml.active.exploration import ExplorationSettings, explore, shares
 from sciml.active.replica_exploration import explore_replicas
 from sciml.calculators.calibration import calibration_report
 from sciml.calculators.checkpoint import load_model
@@ -49,7 +49,7 @@ def sample_frames(
     hold_steps = round(settings.hold_ps * 1000 / settings.timestep)
     sampled = []
     if settings.replicas > 1:
-        counts = [frames // settings.replicas + (r < frames % settings.replicas) for r in range(settings.replicas)]
+        counts = shares(frames, settings.replicas)
         found = explore_replicas(starts, load_model(checkpoint), settings, settings.replicas, seed, on_step,
                                  sample_every=max(1, hold_steps // max(counts)))  # fmt: skip
         for replica, (run, count) in enumerate(zip(found, counts, strict=True)):
@@ -58,8 +58,7 @@ def sample_frames(
                 sampled.append(frame)
         return sampled
     calculator = SciMLCalculator.from_checkpoint(checkpoint, uncertainty=True)
-    for index, start in enumerate(starts):
-        count = frames // len(starts) + (index < frames % len(starts))
+    for index, (start, count) in enumerate(zip(starts, shares(frames, len(starts)), strict=True)):
         if not count:
             continue
         found = explore(start, calculator, settings, seed + index, on_step, sample_every=max(1, hold_steps // count))

@@ -180,6 +180,11 @@ class RunTracker:
         return False
 
 
+def shares(total: int, parts: int) -> list[int]:
+    """``total`` split into ``parts`` counts that differ by at most one, the first ones taking the remainder."""
+    return [total // parts + (index < total % parts) for index in range(parts)]
+
+
 def bare_copy(atoms: Atoms, **info) -> Atoms:
     """``atoms`` without calculator and constraints (a frame for the oracle), ``info`` added."""
     frame = atoms.copy()

@@ -55,7 +55,7 @@ from ase import Atoms
 from ase.calculators.singlepoint import SinglePointCalculator
 
 from sciml.active.calibration import rescaled_checkpoint, sample_frames, scale_factors
-from sciml.active.exploration import Candidate, ExplorationSettings, explore, select_frames
+from sciml.active.exploration import Candidate, ExplorationSettings, explore, select_frames, shares
 from sciml.active.oracles import Oracle, OracleFailure
 from sciml.active.replica_exploration import explore_replicas
 from sciml.active.store import LabelStore
@@ -309,8 +309,8 @@ class ActiveLearning:
                                    "dataset")  # fmt: skip
             return
         pending = []
-        for index, start in enumerate(starts):  # seed_frames shared: the first starts take the remainder
-            count = self.settings.seed_frames // len(starts) + (index < self.settings.seed_frames % len(starts))
+        counts = shares(self.settings.seed_frames, len(starts))  # the first starts take the remainder
+        for index, (start, count) in enumerate(zip(starts, counts, strict=True)):
             copies = rattled_copies(start, count, self.settings.seed_displacement, self.settings.seed + index)
             prefix = f"seed-start{index}" if index else "seed"  # start 0's keys as in a run with one start
             reason = "seed: rattled start structure" + (f" {index}" if index else "")
