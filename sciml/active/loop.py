@@ -28,7 +28,9 @@ picked above that level are labelled and the model trains ``epochs_per_round`` m
 ``confirmations`` retrainings). Before each confirmation run the model's uncertainty scales are refitted on
 ``calibration_frames`` labelled frames of its own MD at the target (:mod:`sciml.active.calibration`): the
 validation split that fitted them holds the loop's picks, not the frames the model will meet. ``state.json``
-records each confirmation, its calibration and whether the written model was ``confirmed``.
+records each confirmation, its calibration and whether the written model was ``confirmed``. With a time budget
+(:mod:`sciml.active.budget`) a round starts only if it and the final stage fit in the time left; the final
+training's epochs are fitted to what is left.
 
 The run directory holds the store, ``round<r>/model.ckpt`` and ``round<r>/candidates.extxyz`` (the frames
 picked for the oracle, written before it is called), ``state.json`` (each round's figures and the time spent
@@ -54,6 +56,7 @@ import ase.io
 from ase import Atoms
 from ase.calculators.singlepoint import SinglePointCalculator
 
+from sciml.active.budget import FINAL_SHARE, MINIMUM_FINAL_SHARE, Rates, end_md_seconds, round_seconds, runs_per_round
 from sciml.active.calibration import rescaled_checkpoint, sample_frames, scale_factors
 from sciml.active.exploration import Candidate, ExplorationSettings, explore, select_frames, shares
 from sciml.active.oracles import Oracle, OracleFailure
@@ -76,7 +79,8 @@ class LearningSettings:
     100 ps run at 500 K was 1.18x that of its 12 ps confirmation run in ``scripts/bench_active.py``.
     ``calibration_frames``: before each confirmation run, that many frames of the model's own MD at the target
     are labelled and its uncertainty scales refitted on them (:mod:`sciml.active.calibration`; 0: the
-    validation split's scales)."""
+    validation split's scales). ``time_budget_min``: the minutes (the phase clocks' sum) in which the loop
+    plans to write its final model, calibrated and confirmed (:mod:`sciml.active.budget`; None: no budget)."""
 
     exploration: ExplorationSettings = field(default_factory=ExplorationSettings)
     training: TrainingSettings = field(default_factory=TrainingSettings)
@@ -89,8 +93,11 @@ class LearningSettings:
     confirm_hold_ps: float = 10.0
     confirm_level: float = 0.8
     calibration_frames: int = 50
+    time_budget_min: float | None = None
 
     def __post_init__(self) -> None:
+        if self.time_budget_min is not None and not self.time_budget_min > 0:
+            raise ValueError(f"time_budget_min must be positive minutes (None: no budget), got {self.time_budget_min}")
         if self.confirmations < 0 or not self.confirm_hold_ps > 0 or not 0 < self.confirm_level <= 1:
             raise ValueError(f"confirmations must be >= 0, confirm_hold_ps > 0 and 0 < confirm_level <= 1, got "
                              f"{self.confirmations}, {self.confirm_hold_ps} and {self.confirm_level}")  # fmt: skip
@@ -160,8 +167,10 @@ class ActiveLearning:
         self._seed(starts, dataset)
         previous = None
         for round in range(1, self.settings.rounds + 1):
-            record = self._round_record(round)
             checkpoint = self.directory / f"round{round}" / "model.ckpt"
+            if round > 1 and not checkpoint.exists() and not self._round_fits(round, len(starts)):
+                break
+            record = self._round_record(round)
             if not checkpoint.exists():
                 self.report(f"round {round}: training on {len(self.store.labelled)} labelled frames")
                 self._timed("training", train_round, self.store.labelled_path, checkpoint.parent,
@@ -188,9 +197,11 @@ class ActiveLearning:
         epochs = self.settings.training.final_epochs
         origin = f"{previous}, {epochs} epochs"  # another last round or final_epochs: trained anew
         if epochs and not (final.exists() and self.state.get("final_from") == origin):
-            self.report(f"final model: {epochs} epochs on {len(self.store.labelled)} frames")
+            seconds = self._final_seconds(len(starts))
+            within = f" (fitted to {seconds / 60:.1f} min of the time budget)" if seconds else ""
+            self.report(f"final model: {epochs} epochs on {len(self.store.labelled)} frames{within}")
             self._timed("training", train_round, self.store.labelled_path, final.parent, self.settings.training,
-                        self.settings.rounds + 1, previous, epochs)  # fmt: skip
+                        self.settings.rounds + 1, previous, epochs, seconds)  # fmt: skip
             self.state["final_from"] = origin
             self._save_state()
         confirmed = self._confirm(final if epochs else previous, starts)
@@ -247,6 +258,10 @@ class ActiveLearning:
             records[k - 1]["labelled"] = self._labelled_in(rounds + k) - calibration  # failures left out
             self._save_state()
             retrained = directory / "model.ckpt"
+            if not retrained.exists() and not self._retraining_fits(len(starts)):
+                self.report(f"final model not confirmed (largest uncertainty {largest:.3f} eV/Å): its retraining "
+                            "and a new confirmation run would not fit in the time budget")  # fmt: skip
+                return model
             if not retrained.exists():
                 self.report(
                     f"final model: confirmation {k} went to {largest:.3f} eV/Å, above {level}; labelled "
@@ -301,6 +316,61 @@ class ActiveLearning:
         )
         return calibrated
 
+    # --- the time budget (sciml.active.budget) -------------------------------------------------------------
+    def _left(self) -> float:
+        """Seconds of the budget left: the budget less the phase clocks' sum."""
+        return self.settings.time_budget_min * 60 - sum(self.state["seconds"].values())
+
+    def _measured_rates(self) -> Rates:
+        """The rounds' rates (kept in the state: later trainings are not rounds)."""
+        training = self.settings.training
+        rates = Rates.measured(self.state, training.epochs, training.epochs_per_round,
+                               len(self.store.labelled) + len(self.store.failed))  # fmt: skip
+        self.state["rates"] = asdict(rates)
+        return rates
+
+    def _end_md(self, rates: Rates, starts: int) -> float:
+        settings = self.settings
+        if not settings.confirmations or not settings.rounds:
+            return 0.0
+        return end_md_seconds(rates, settings.exploration, starts, settings.confirm_hold_ps,
+                              settings.calibration_frames)  # fmt: skip
+
+    def _round_fits(self, round: int, starts: int) -> bool:
+        """Whether round ``round`` and the end's reserve fit in the time left (always, without a budget)."""
+        if self.settings.time_budget_min is None:
+            return True
+        rates, budget = self._measured_rates(), self.settings.time_budget_min * 60
+        exploration, epochs = self.settings.exploration, self.settings.training.epochs_per_round
+        cost = round_seconds(rates, exploration, starts, len(self.store.labelled), epochs)
+        reserve = FINAL_SHARE * budget + self._end_md(rates, starts)
+        if cost + reserve <= self._left():
+            return True
+        self.state["budget_ended_after"] = round - 1
+        self._save_state()
+        self.report(f"time budget: round {round} (about {cost / 60:.1f} min) and the final model's training, "
+                    f"calibration and confirmation (about {reserve / 60:.1f} min) would not fit in the "
+                    f"{self._left() / 60:.1f} min left of {budget / 60:g}; exploration ends after round "
+                    f"{round - 1}")  # fmt: skip
+        return False
+
+    def _final_seconds(self, starts: int) -> float | None:
+        """The final training's time: the time left less the calibration and confirmation (at least
+        ``MINIMUM_FINAL_SHARE`` of the budget); None without a budget."""
+        if self.settings.time_budget_min is None:
+            return None
+        reserve = self._end_md(self._measured_rates(), starts)
+        return max(self._left() - reserve, MINIMUM_FINAL_SHARE * self.settings.time_budget_min * 60)
+
+    def _retraining_fits(self, starts: int) -> bool:
+        """Whether a confirmation's retraining (``epochs_per_round`` on everything labelled) and the next
+        calibration and confirmation fit in the time left, at the rounds' rates (always, without a budget)."""
+        if self.settings.time_budget_min is None:
+            return True
+        rates = Rates(**self.state["rates"]) if "rates" in self.state else self._measured_rates()
+        training = rates.training * len(self.store.labelled) * self.settings.training.epochs_per_round
+        return training + self._end_md(rates, starts) <= self._left()
+
     def _seed(self, starts: list[Atoms], dataset: list[Atoms] | None) -> None:
         if dataset is not None:
             for index, frame in enumerate(dataset):
@@ -345,7 +415,7 @@ class ActiveLearning:
             return []
         settings = settings or self.settings.exploration
         n, batch = len(starts), settings.replicas
-        needed = batch * math.ceil(n / batch)  # runs of the round's first batches: every start has had one
+        needed = runs_per_round(n, batch)  # runs of the round's first batches: every start has had one
         budget = settings.steps * needed
         name = f"round {round}" if not prefix else f"{prefix} (final model)"
         self.report(f"{name}: exploring (up to {budget} MD steps" + (f" from {n} starts" if n > 1 else "")

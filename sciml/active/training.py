@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from datetime import timedelta
 from functools import partial
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from sciml.models import Committee, E2Former
 from sciml.models.last_layer import LastLayerUncertainty, check_force_uncertainty
 from sciml.nn.checkpoint import write_model_checkpoint
 from sciml.training import PotentialModule
+from sciml.training.callbacks import FitScheduleToTime
 from sciml.training.potential_module import recipe_optimizer, recipe_scheduler
 from sciml.training.uncertainty import calibrate_committee, fit_last_layer_uncertainty
 
@@ -74,15 +76,25 @@ class TrainingSettings:
 
 
 def train_energy_model(
-    model: torch.nn.Module, data: AtomsDataModule, settings: TrainingSettings, epochs: int, directory: Path
+    model: torch.nn.Module,
+    data: AtomsDataModule,
+    settings: TrainingSettings,
+    epochs: int,
+    directory: Path,
+    max_seconds: float | None = None,
 ) -> PotentialModule:
     """Train ``model`` (an energy model) for ``epochs`` on ``data`` with the recipe at ``settings.learning_rate``;
-    returns the :class:`~sciml.training.PotentialModule` (its ``evaluation_model``: the EMA weights)."""
+    returns the :class:`~sciml.training.PotentialModule` (its ``evaluation_model``: the EMA weights).
+    ``max_seconds``: fewer epochs if they would take longer, the schedule fitted to them
+    (:class:`~sciml.training.callbacks.FitScheduleToTime`)."""
     module = PotentialModule(model, optimizer=partial(recipe_optimizer, lr=settings.learning_rate),
                              scheduler=recipe_scheduler)  # fmt: skip
+    timed = max_seconds is not None
     trainer = L.Trainer(
-        max_epochs=epochs, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
-        enable_progress_bar=False, enable_model_summary=False, default_root_dir=str(directory), num_sanity_val_steps=0,
+        max_epochs=epochs, max_time=timedelta(seconds=max_seconds) if timed else None,
+        callbacks=[FitScheduleToTime()] if timed else None, accelerator="cpu", devices=1, logger=False,
+        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+        default_root_dir=str(directory), num_sanity_val_steps=0,
     )  # fmt: skip
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", ".*does not have many workers.*")
@@ -108,11 +120,14 @@ def train_round(
     round: int,
     previous: Path | None = None,
     epochs: int | None = None,
+    max_seconds: float | None = None,
 ) -> Path:
     """Train on the labelled ``frames`` (an extxyz file) and write ``<directory>/model.ckpt``; returns its path.
     ``previous``: the last round's checkpoint, whose model the training continues (its energy scale and mean
     neighbour count stay those of the first round; the energy reference is re-levelled at every validation).
-    ``epochs``: default ``settings.epochs`` without ``previous``, ``settings.epochs_per_round`` with it."""
+    ``epochs``: default ``settings.epochs`` without ``previous``, ``settings.epochs_per_round`` with it.
+    ``max_seconds``: the training's time, at most (a committee's members share it); fewer epochs if they would
+    take longer."""
     directory = Path(directory)
     data = round_data(frames, settings, round)
     L.seed_everything(settings.seed + round, verbose=False)
@@ -126,13 +141,14 @@ def train_round(
     if isinstance(model, Committee):  # each member on its own, in its own batch order, then the two scales
         for index, member in enumerate(model.members):
             data.shuffle_offset = MEMBER_SHUFFLE_STRIDE * index
-            module = train_energy_model(member, data, settings, epochs, directory)
+            share = max_seconds / len(model.members) if max_seconds is not None else None
+            module = train_energy_model(member, data, settings, epochs, directory, share)
             model.members[index] = module.evaluation_model
         data.shuffle_offset = 0
         evaluated = model
         calibrate_committee(evaluated, data.val_dataloader(), lambda batch: module._in_model_dtype(batch))
     else:
-        module = train_energy_model(model, data, settings, epochs, directory)
+        module = train_energy_model(model, data, settings, epochs, directory, max_seconds)
         evaluated = module.evaluation_model
         if settings.uncertainty == "last-layer":
             prepare = lambda batch: module._in_model_dtype(batch.to(module.device))  # noqa: E731

@@ -92,6 +92,9 @@ def add_learning_arguments(parser: argparse.ArgumentParser) -> None:
              help="the confirmation run must stay at or below this times the threshold (0 to 1]")  # fmt: skip
     add_loop("--calibration-frames", type=int, default=loop_defaults.calibration_frames,
              help="frames of the final model's MD, labelled, that refit its uncertainty scales (0: none)")  # fmt: skip
+    add_loop("--time-budget", type=float, default=loop_defaults.time_budget_min,
+             help="minutes (oracle, training, MD) to write the final model in, calibrated and confirmed: "
+                  "a round starts only if it and the final stage fit; the final training gets the rest")  # fmt: skip
     training = TrainingSettings()
     add_loop("--preset", default=training.preset, choices=("small", "medium", "large"), help="E2Former size")
     add_loop("--uncertainty", default=training.uncertainty, choices=UNCERTAINTIES)
@@ -174,7 +177,7 @@ def learning_loop(options: argparse.Namespace, directory: str | Path | None = No
                                 density_components=options.density_components)  # fmt: skip
     settings = LearningSettings(exploration, training, options.rounds, options.seed_frames, options.seed_displacement,
                                 options.seed, source, options.confirmations, options.confirm_hold_ps,
-                                options.confirm_level, options.calibration_frames)  # fmt: skip
+                                options.confirm_level, options.calibration_frames, options.time_budget)  # fmt: skip
     bar = tqdm(total=exploration.steps, unit="step", disable=options.no_progress, dynamic_ncols=True, leave=False)
 
     def on_md_step(step: int, uncertainty: float) -> None:

@@ -195,6 +195,7 @@ def test_the_learn_config_runs_on_a_tiny_budget_and_writes_the_checkpoint_store_
     assert summary["oracle_calls"] == summary["labelled"] == 6 + 2 and summary["failed"] == 0
     assert summary["settings"]["exploration"]["temperature"] == 500  # from the config
     assert summary["settings"]["exploration"]["replicas"] == 4  # its exploration_replicas: batched runs
+    assert summary["settings"]["time_budget_min"] == 55  # its time_budget
     assert json.loads((tmp_path / "summary.json").read_text())["labelled"] == 8
     store = ase.io.read(tmp_path / "labelled.extxyz", index=":")
     assert store[0].get_chemical_formula() == "C9H8O4" and store[-1].info["round"] == 1  # aspirin, from SMILES
@@ -335,6 +336,42 @@ def test_the_final_model_is_confirmed_and_retrained_while_its_run_goes_above_the
         with pytest.raises(ValueError, match="confirmations must be >= 0"):
             LearningSettings(**wrong)
 
+
+def test_a_time_budget_ends_the_exploration_fits_the_final_training_and_skips_a_retraining(tmp_path, monkeypatch):
+    """Round 1 always runs; a later round only if it and the final stage fit in what is left of the budget. The
+    final training gets the time left less the calibration and confirmation (at least a tenth of the budget), and
+    a confirmation's retraining that would not fit is left out, the model written unconfirmed."""
+    from sciml.active import loop
+
+    given = []
+
+    def train_round(frames, directory, settings, round, previous=None, epochs=None, max_seconds=None):
+        given.append((directory.name, max_seconds))
+        return real(frames, directory, settings, round, previous, epochs, max_seconds)
+
+    real = loop.train_round
+    monkeypatch.setattr(loop, "train_round", train_round)
+    settings, lines = tiny_settings(3, "last-layer", confirmations=1), []
+    settings.time_budget_min = 0.01  # 0.6 s: spent by the seed set and round 1
+    oracle = CountingOracle()
+    ActiveLearning(tmp_path, oracle, settings, report=lines.append).run(WATER)
+    state = json.loads((tmp_path / "state.json").read_text())
+    assert state["budget_ended_after"] == 1 and len(state["rounds"]) == 1 and not (tmp_path / "round2").exists()
+    assert any("would not fit in the" in line and "exploration ends after round 1" in line for line in lines)
+    assert given == [("round1", None), ("final", pytest.approx(0.06))]  # a tenth of the budget: overrun
+    assert oracle.calls == 8 + 3 + 3  # the seed, round 1 and the confirmation's picks, labelled and kept
+    assert not state["confirmed"] and any("would not fit in the time budget" in line for line in lines)
+    assert (tmp_path / "model.ckpt").read_bytes() == (tmp_path / "final" / "model.ckpt").read_bytes()
+
+    given.clear()
+    settings = tiny_settings(2, "last-layer", confirmations=1)
+    settings.time_budget_min = 600.0  # every round fits; the final training may take nearly all of it
+    ActiveLearning(tmp_path / "long", CountingOracle(), settings, report=lambda line: None).run(WATER)
+    assert [name for name, _ in given] == ["round1", "round2", "final", "confirm1"]
+    state = json.loads((tmp_path / "long" / "state.json").read_text())
+    assert "budget_ended_after" not in state and 35_000 < given[2][1] < 36_000
+    with pytest.raises(ValueError, match="time_budget_min must be positive"):
+        LearningSettings(time_budget_min=0.0)
 
 def test_the_written_model_is_calibrated_on_labelled_frames_of_its_own_md(tmp_path):
     """Before each confirmation run the model's MD gives ``calibration_frames`` frames uniform in time after
