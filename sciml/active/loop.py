@@ -338,6 +338,7 @@ class ActiveLearning:
 
     def _round_fits(self, round: int, starts: int) -> bool:
         """Whether round ``round`` and the end's reserve fit in the time left (always, without a budget)."""
+        self.state.pop("budget_ended_after", None)  # a resumed run with more time goes on
         if self.settings.time_budget_min is None:
             return True
         rates, budget = self._measured_rates(), self.settings.time_budget_min * 60
@@ -481,6 +482,7 @@ class ActiveLearning:
             "converged": self.state["converged"],
             "confirmations": self.state.get("confirmations", []),
             "confirmed": self.state.get("confirmed"),
+            "budget_ended_after": self.state.get("budget_ended_after"),
             "seconds": self.state["seconds"],
             "settings": asdict(self.settings),
         }

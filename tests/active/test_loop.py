@@ -365,13 +365,14 @@ def test_a_time_budget_ends_the_exploration_fits_the_final_training_and_skips_a_
 
     given.clear()
     settings = tiny_settings(2, "last-layer", confirmations=1)
-    settings.time_budget_min = 600.0  # every round fits; the final training may take nearly all of it
-    ActiveLearning(tmp_path / "long", CountingOracle(), settings, report=lambda line: None).run(WATER)
-    assert [name for name, _ in given] == ["round1", "round2", "final", "confirm1"]
-    state = json.loads((tmp_path / "long" / "state.json").read_text())
-    assert "budget_ended_after" not in state and 35_000 < given[2][1] < 36_000
+    settings.time_budget_min = 600.0  # resumed with more time: round 2 runs; the final training may take nearly all
+    resumed = ActiveLearning(tmp_path, CountingOracle(), settings, report=lambda line: None)
+    resumed.run(WATER)
+    assert [name for name, _ in given] == ["round2", "final", "confirm1"]  # the confirmation's retraining fits
+    assert resumed.summary()["budget_ended_after"] is None and 35_000 < given[1][1] < 36_000
     with pytest.raises(ValueError, match="time_budget_min must be positive"):
         LearningSettings(time_budget_min=0.0)
+
 
 def test_the_written_model_is_calibrated_on_labelled_frames_of_its_own_md(tmp_path):
     """Before each confirmation run the model's MD gives ``calibration_frames`` frames uniform in time after
