@@ -410,6 +410,25 @@ def test_the_written_model_is_calibrated_on_labelled_frames_of_its_own_md(tmp_pa
         LearningSettings(calibration_frames=1)
 
 
+def test_a_committee_is_calibrated_on_its_own_md_as_the_single_model_is(tmp_path):
+    """The calibration refits a committee's two scales by the same rule (RMS sigma = RMS error over the frames)."""
+    from sciml.models import Committee
+
+    settings = tiny_settings(1, "committee", confirmations=1, calibration_frames=4)
+    ActiveLearning(tmp_path, CountingOracle(), settings, report=lambda line: None).run(WATER)
+    factors = json.loads((tmp_path / "state.json").read_text())["confirmations"][0]["calibration"]
+    final, calibrated = (load_model(tmp_path / name) for name in ("final/model.ckpt", "confirm1/calibrated.ckpt"))
+    assert isinstance(calibrated, Committee) and factors["frames"] == 4
+    for name in ("energy", "force"):
+        scale = getattr(final, f"{name}_uncertainty_scale") * factors[f"{name}_scale_factor"]
+        torch.testing.assert_close(getattr(calibrated, f"{name}_uncertainty_scale"), scale)
+    frames = [frame for frame in ase.io.read(tmp_path / "labelled.extxyz", index=":")
+              if frame.info["key"].startswith("final1-confirm1-calibration")]  # fmt: skip
+    report = calibration_report(SciMLCalculator.from_checkpoint(tmp_path / "confirm1" / "calibrated.ckpt"), frames)
+    rms = [np.sqrt(np.mean(values**2)) for values in (report.component_error, report.component_uncertainty)]
+    np.testing.assert_allclose(rms[0], rms[1], rtol=1e-5)
+
+
 def test_rounds_calibration_and_confirmation_explore_with_replicas_in_one_batch(tmp_path):
     """With ``replicas`` 2 a round's first batch is two runs (both whole here: the round has them both), the
     picks are spaced per run and keyed by run, and the calibration frames are shared between the replicas."""
