@@ -52,14 +52,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-import ase.io
 from ase import Atoms
-from ase.calculators.singlepoint import SinglePointCalculator
 
 from sciml.active.budget import FINAL_SHARE, MINIMUM_FINAL_SHARE, Rates, end_md_seconds, round_seconds, runs_per_round
 from sciml.active.calibration import rescaled_checkpoint, sample_frames, scale_factors
-from sciml.active.exploration import Candidate, ExplorationSettings, explore, select_frames, shares
+from sciml.active.exploration import ExplorationSettings, explore, select_frames, shares
 from sciml.active.oracles import Oracle, OracleFailure
+from sciml.active.picks import candidate_frame, labelled_copy, read_picks, write_picks
 from sciml.active.replica_exploration import explore_replicas
 from sciml.active.store import LabelStore
 from sciml.active.structures import rattled_copies
@@ -284,7 +283,7 @@ class ActiveLearning:
         directory.mkdir(parents=True, exist_ok=True)
         exploration = self.settings.exploration
         if path.exists():
-            frames = _read_picks(path)
+            frames = read_picks(path)
         else:
             count = self.settings.calibration_frames
             self.report(f"final model: {count} frames of its own MD at {exploration.temperature:g} K to calibrate "
@@ -295,7 +294,7 @@ class ActiveLearning:
                 frame.info.update(key=f"final{len(self.state['rounds'])}-{directory.name}-calibration{index}", reason=(
                     f"calibration: frame {index} of the final model's MD at {exploration.temperature:g} K "
                     f"(uniform in time, {frame.info['time_fs']:g} fs)"))  # fmt: skip
-            _write_picks(path, frames)
+            write_picks(path, frames)
         keys = {frame.info["key"] for frame in frames}
         self._label([(frame.info["key"], frame) for frame in frames], round)
         labelled = [frame for frame in self.store.labelled if frame.info["key"] in keys]
@@ -411,7 +410,7 @@ class ActiveLearning:
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / "candidates.extxyz"
         if "below_threshold" in record and path.exists():
-            return [(frame.info["key"], frame) for frame in _read_picks(path)]
+            return [(frame.info["key"], frame) for frame in read_picks(path)]
         if "below_threshold" in record:  # converged before: nothing picked
             return []
         settings = settings or self.settings.exploration
@@ -430,14 +429,14 @@ class ActiveLearning:
             pool = [candidate for run in found for candidate in run.candidates]
             picked = select_frames(pool, settings.cap - len(frames), settings.spacing_fs)
             last = {id(run.candidates[-1]) for run in found if run.stopped and not run.broken and run.candidates}
-            frames += [_candidate_frame(candidate, prefix or f"round{round}", len(runs) + candidate.run,
+            frames += [candidate_frame(candidate, prefix or f"round{round}", len(runs) + candidate.run,
                                         id(candidate) in last, origins[candidate.run] if n > 1 else None, note)
                        for candidate in picked]  # fmt: skip
             runs += found
             whole = not any(run.stopped for run in found) and len(runs) >= needed  # full runs, every start had one
             if whole or len(frames) >= settings.cap or sum(r.steps for r in runs) >= budget:
                 break
-        _write_picks(path, frames)
+        write_picks(path, frames)
         record.update(md_steps=sum(r.steps for r in runs), runs=len(runs), max_uncertainty=max(r.max_uncertainty
                       for r in runs), stopped=sum(r.stopped for r in runs), broken=sum(r.broken for r in runs),
                       candidates=sum(len(r.candidates) for r in runs), picked=len(frames),
@@ -499,45 +498,3 @@ def _batch_explorer(checkpoint: Path, settings: ExplorationSettings, on_step) ->
         return lambda starts, seed: [explore(starts[0], calculator, settings, seed, on_step)]
     model = load_model(checkpoint)
     return lambda starts, seed: explore_replicas(starts, model, settings, settings.replicas, seed, on_step)
-
-
-def _write_picks(path: Path, frames: list[Atoms]) -> None:
-    """Write the frames picked for the oracle to ``path`` (extxyz; empty when none) through a temporary file,
-    so that a killed run leaves either no file or the whole list."""
-    temporary = path.with_suffix(".partial")
-    temporary.write_text("")
-    if frames:
-        ase.io.write(temporary, frames, format="extxyz")
-    temporary.replace(path)
-
-
-def _read_picks(path: Path) -> list[Atoms]:
-    """The frames :func:`_write_picks` wrote to ``path``."""
-    return ase.io.read(path, index=":") if path.stat().st_size else []
-
-
-def labelled_copy(frame: Atoms, index: int) -> Atoms:
-    """``frame`` with its energy (eV) and forces (eV/Å) as a single-point result; an error names a frame without."""
-    try:
-        energy, forces = frame.get_potential_energy(), frame.get_forces()
-    except Exception as error:
-        raise ValueError(f"dataset frame {index} carries no energy and forces (label it, or start from it with "
-                         "--structure)") from error  # fmt: skip
-    copy = Atoms(frame.numbers, frame.positions, cell=frame.cell, pbc=frame.pbc)
-    copy.calc = SinglePointCalculator(copy, energy=energy, forces=forces)
-    return copy
-
-
-def _candidate_frame(
-    candidate: Candidate, prefix: str, run: int, stopped_run: bool, origin: int | None, note: str = ""
-) -> Atoms:
-    frame = candidate.atoms.copy()
-    reason = (f"force uncertainty {candidate.uncertainty:.3f} eV/Å above the threshold at "
-              f"{candidate.temperature:.0f} K, MD run {run} step {candidate.step}")  # fmt: skip
-    if origin is not None:
-        reason += f" from start {origin}"
-    if stopped_run:
-        reason += " (stopped the run)"
-    frame.info.update(key=f"{prefix}-run{run}-step{candidate.step}", uncertainty=candidate.uncertainty,
-                      reason=reason + note)  # fmt: skip
-    return frame
