@@ -14,7 +14,7 @@ retraining happens only if it, and one more calibration and confirmation, fit in
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sciml.active.exploration import ExplorationSettings
 
@@ -56,7 +56,7 @@ def end_md_seconds(
     frames of a round's ramp and hold, labelled) and the confirmation run (the ramp, then ``confirm_hold_ps``),
     each from every start."""
     runs = runs_per_round(starts, exploration.replicas)
-    confirmation = round((exploration.ramp_ps + confirm_hold_ps) * 1000 / exploration.timestep)
+    confirmation = replace(exploration, hold_ps=confirm_hold_ps).steps
     calibration = exploration.steps if calibration_frames else 0
     labels = calibration_frames + exploration.cap
     return rates.md * runs * (confirmation + calibration) + rates.oracle * labels
