@@ -98,6 +98,34 @@ def reference_md(start: Atoms, temperature: float, frames: int, every: int, seed
     return kept
 
 
+def reference_sets(
+    out: Path,
+    start: Atoms,
+    temperature: float,
+    passive_frames: int,
+    passive_every: int,
+    test_frames: int,
+    equilibrate: int,
+    timings: dict,
+) -> dict[str, list[Atoms]]:
+    """The reference frames, generated into ``out`` once (``passive``, ``test``, ``test_hot`` extxyz, their
+    seeds fixed) and read back after that: the passive set and the test run at ``temperature``, a test run
+    100 K above it."""
+    sets = {}
+    runs = [("passive", temperature, passive_frames, passive_every, 1),
+            ("test", temperature, test_frames, 40, 2),
+            ("test_hot", temperature + 100, test_frames, 40, 3)]  # fmt: skip
+    for name, run_temperature, count, every, seed in runs:
+        path = out / f"{name}.extxyz"
+        begin = time.perf_counter()
+        if not path.exists():
+            ase.io.write(path, reference_md(start, run_temperature, count, every, seed, equilibrate))
+            record_timing(out, timings, f"reference_md_{name}_s", time.perf_counter() - begin)
+        sets[name] = ase.io.read(path, index=":")
+        print(f"{name}: {len(sets[name])} GFN2-xTB frames at {run_temperature:.0f} K", flush=True)
+    return sets
+
+
 def evaluate(checkpoint: Path, frames: list[Atoms]) -> tuple[dict, object]:
     """Test errors (meV/atom, meV/Å) and calibration figures of a checkpoint with an uncertainty estimate."""
     report = calibration_report(SciMLCalculator.from_checkpoint(checkpoint, dtype="float64"), frames)
@@ -198,18 +226,9 @@ def main() -> None:
     start = molecule_from_smiles(args.smiles, 0)
     hot = args.temperature + 100
 
-    timings, sets = stage_timings(out, Path(args.results)), {}
-    runs = [("passive", args.temperature, args.passive_frames, args.passive_every, 1),
-            ("test", args.temperature, args.test_frames, 40, 2),
-            ("test_hot", hot, args.test_frames, 40, 3)]  # fmt: skip
-    for name, temperature, count, every, seed in runs:
-        path = out / f"{name}.extxyz"
-        begin = time.perf_counter()
-        if not path.exists():
-            ase.io.write(path, reference_md(start, temperature, count, every, seed, 2000 if not args.smoke else 20))
-            record_timing(out, timings, f"reference_md_{name}_s", time.perf_counter() - begin)
-        sets[name] = ase.io.read(path, index=":")
-        print(f"{name}: {len(sets[name])} GFN2-xTB frames at {temperature:.0f} K", flush=True)
+    timings = stage_timings(out, Path(args.results))
+    sets = reference_sets(out, start, args.temperature, args.passive_frames, args.passive_every, args.test_frames,
+                          2000 if not args.smoke else 20, timings)  # fmt: skip
 
     passive = {}
     baselines = {"single": TrainingSettings(uncertainty="last-layer", epochs=args.passive_epochs),

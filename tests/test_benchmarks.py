@@ -27,6 +27,7 @@ SMOKE = {
     "bench_presets.py": ("presets", ["--presets", "small", "--out", "{tmp}/work"]),
     "bench_accuracy.py": ("accuracy_vs_mace_40min_smoke", ["--out", "{tmp}/work"]),
     "bench_active.py": ("active", ["--out", "{tmp}/work"]),
+    "bench_committee.py": ("committee_data", ["--out", "{tmp}/work"]),
     "bench_llpr.py": ("llpr", ["--out", "{tmp}/work"]),
     "bench_replicas.py": ("replicas", []),
     "bench_kinetics.py": ("kinetics", ["--work", "{tmp}/work"]),

@@ -5,7 +5,8 @@ The frames are dealt at random into training and validation (``validation_fracti
 the validation split calibrates the uncertainty after training (:mod:`sciml.training.uncertainty`): the LLPR
 fit, or a committee's two scales. A committee's members train one after the other, each on its own and with
 its own order of the training batches (DP-GEN's independent trainings), not jointly on the same batches as a
-``sciml fit`` of :class:`~sciml.models.Committee` does. The result is a model checkpoint (spec and EMA weights)
+``sciml fit`` of :class:`~sciml.models.Committee` does; with ``committee_data="bootstrap"`` each member trains
+on its own bootstrap resample of the training split (bagging). The result is a model checkpoint (spec and EMA weights)
 that :class:`~sciml.calculators.SciMLCalculator` loads with its uncertainty.
 """
 
@@ -31,6 +32,7 @@ from sciml.training.potential_module import recipe_optimizer, recipe_scheduler
 from sciml.training.uncertainty import calibrate_committee, fit_last_layer_uncertainty
 
 UNCERTAINTIES = ("committee", "last-layer")
+COMMITTEE_DATA = ("shared", "bootstrap")
 MEMBER_SHUFFLE_STRIDE = 100_003  # committee member m sees its batches in the orders of seed + m * this + epoch
 
 
@@ -47,7 +49,9 @@ class TrainingSettings:
     last layer (:class:`~sciml.models.LastLayerUncertainty`); ``learning_rate``: the recipe's peak learning rate
     for these short trainings (a round is a few thousand steps or fewer, where 5e-3 learns faster than the long
     runs' 1e-2: validation force MAE 50.2 against 55.3 meV/Å after 9 epochs of aspirin,
-    ``docs/benchmarks/earlier.md``)."""
+    ``docs/benchmarks/earlier.md``); ``committee_data``: what a committee's members train on, ``"shared"``
+    (every training frame, each member from its own initialisation and in its own batch order) or
+    ``"bootstrap"`` (each member on its own bootstrap resample of the training frames, bagging)."""
 
     preset: str = "small"
     uncertainty: str = "last-layer"
@@ -62,10 +66,13 @@ class TrainingSettings:
     force_samples: int = 0
     density_components: int | None = None
     learning_rate: float = 5e-3
+    committee_data: str = "shared"
 
     def __post_init__(self) -> None:
         if self.uncertainty not in UNCERTAINTIES:
             raise ValueError(f"uncertainty must be one of {UNCERTAINTIES}, got '{self.uncertainty}'")
+        if self.committee_data not in COMMITTEE_DATA:
+            raise ValueError(f"committee_data must be one of {COMMITTEE_DATA}, got '{self.committee_data}'")
         if self.uncertainty == "committee" and self.committee_size < 2:
             raise ValueError(f"a committee needs at least 2 members, got committee_size={self.committee_size}")
         if not 0 < self.validation_fraction < 1:
@@ -139,12 +146,13 @@ def train_round(
         model = model.model if isinstance(model, LastLayerUncertainty) else model
     epochs = epochs or (settings.epochs if previous is None else settings.epochs_per_round)
     if isinstance(model, Committee):  # each member on its own, in its own batch order, then the two scales
+        data.bootstrap_training = settings.committee_data == "bootstrap"
         for index, member in enumerate(model.members):
             data.shuffle_offset = MEMBER_SHUFFLE_STRIDE * index
             share = max_seconds / len(model.members) if max_seconds is not None else None
             module = train_energy_model(member, data, settings, epochs, directory, share)
             model.members[index] = module.evaluation_model
-        data.shuffle_offset = 0
+        data.shuffle_offset, data.bootstrap_training = 0, False
         evaluated = model
         calibrate_committee(evaluated, data.val_dataloader(), lambda batch: module._in_model_dtype(batch))
     else:

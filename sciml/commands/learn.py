@@ -26,7 +26,7 @@ from tqdm import tqdm
 
 from sciml.active.exploration import ExplorationSettings
 from sciml.active.loop import LearningSettings
-from sciml.active.training import UNCERTAINTIES, TrainingSettings
+from sciml.active.training import COMMITTEE_DATA, UNCERTAINTIES, TrainingSettings
 
 
 def parser() -> argparse.ArgumentParser:
@@ -99,6 +99,8 @@ def add_learning_arguments(parser: argparse.ArgumentParser) -> None:
     add_loop("--preset", default=training.preset, choices=("small", "medium", "large"), help="E2Former size")
     add_loop("--uncertainty", default=training.uncertainty, choices=UNCERTAINTIES)
     add_loop("--committee-size", type=int, default=training.committee_size)
+    add_loop("--committee-data", default=training.committee_data, choices=COMMITTEE_DATA,
+             help="what a committee's members train on: every frame, or each its own bootstrap resample")  # fmt: skip
     add_loop("--force-samples", type=int, default=training.force_samples,
              help="last-layer force uncertainty from this many posterior samples' forces")  # fmt: skip
     add_loop("--density-components", type=int, default=training.density_components,
@@ -174,7 +176,8 @@ def learning_loop(options: argparse.Namespace, directory: str | Path | None = No
     training = TrainingSettings(options.preset, options.uncertainty, options.committee_size, options.cutoff,
                                 options.epochs, options.epochs_per_round, options.final_epochs,
                                 options.batch_size, seed=options.seed, force_samples=options.force_samples,
-                                density_components=options.density_components)  # fmt: skip
+                                density_components=options.density_components,
+                                committee_data=options.committee_data)  # fmt: skip
     settings = LearningSettings(exploration, training, options.rounds, options.seed_frames, options.seed_displacement,
                                 options.seed, source, options.confirmations, options.confirm_hold_ps,
                                 options.confirm_level, options.calibration_frames, options.time_budget)  # fmt: skip

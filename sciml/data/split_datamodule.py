@@ -8,13 +8,23 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
+BOOTSTRAP_SEED_OFFSET = 7_919  # the resample's seed, apart from the epochs' permutation seeds
+
 
 class EpochSeededSampler(Sampler[int]):
     """A random permutation per epoch drawn from ``seed + epoch`` (Lightning calls ``set_epoch``), so a run
-    resumed from a checkpoint sees the same batches as one that was never interrupted."""
+    resumed from a checkpoint sees the same batches as one that was never interrupted.
 
-    def __init__(self, size: int, seed: int) -> None:
+    ``bootstrap``: instead of every item once, an epoch is a permutation of one bootstrap resample of the
+    ``size`` items (``size`` draws with replacement, from ``seed`` and fixed for the whole training): about 63 %
+    of the items, some of them more than once, as each member of a bagged committee sees its own."""
+
+    def __init__(self, size: int, seed: int, bootstrap: bool = False) -> None:
         self.size, self.seed, self.epoch = size, seed, 0
+        self.items = None
+        if bootstrap:
+            generator = torch.Generator().manual_seed(BOOTSTRAP_SEED_OFFSET + seed)
+            self.items = torch.randint(size, (size,), generator=generator)
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
@@ -24,7 +34,8 @@ class EpochSeededSampler(Sampler[int]):
 
     def __iter__(self) -> Iterator[int]:
         generator = torch.Generator().manual_seed(self.seed + self.epoch)
-        return iter(torch.randperm(self.size, generator=generator).tolist())
+        order = torch.randperm(self.size, generator=generator)
+        return iter((order if self.items is None else self.items[order]).tolist())
 
 
 class SplitDataModule(L.LightningDataModule):
@@ -33,13 +44,16 @@ class SplitDataModule(L.LightningDataModule):
     Subclasses set ``batch_size``, ``eval_batch_size``, ``num_workers``, ``seed`` and ``lagtime`` (``None``
     for single frames) and implement :meth:`dataset`. Training batches are shuffled by an
     :class:`EpochSeededSampler` (permutation from ``seed + shuffle_offset + epoch``: resuming reproduces the
-    batches; ``shuffle_offset`` gives models trained on one split batches in other orders); batches
+    batches; ``shuffle_offset`` gives models trained on one split batches in other orders;
+    ``bootstrap_training`` trains on a bootstrap resample of the training split drawn from
+    ``seed + shuffle_offset``, one per offset); batches
     of lagged pairs drop the incomplete last one (a few pairs give noisy moments). Evaluation batches keep
     the order. ``loader_class`` is PyG's loader for graphs.
     """
 
     loader_class: type[DataLoader] = DataLoader
     shuffle_offset: int = 0  # added to the seed of the training batches' order only (not to the split's)
+    bootstrap_training: bool = False  # each epoch a permutation of one bootstrap resample of the training split
     batch_size: int
     eval_batch_size: int
     num_workers: int
@@ -55,7 +69,7 @@ class SplitDataModule(L.LightningDataModule):
         return self.loader_class(
             dataset,
             batch_size=self.batch_size,
-            sampler=EpochSeededSampler(len(dataset), self.seed + self.shuffle_offset),
+            sampler=EpochSeededSampler(len(dataset), self.seed + self.shuffle_offset, self.bootstrap_training),
             num_workers=self.num_workers,
             drop_last=self.lagtime is not None,
         )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from dataclasses import replace
 
 import ase.io
 import numpy as np
@@ -167,6 +168,36 @@ def test_committee_members_train_one_by_one_in_their_own_batch_orders_and_the_co
     assert any(not torch.equal(a[name], b[name]) for name in a)
 
 
+def test_bagged_committee_members_each_train_on_their_own_bootstrap_resample(tmp_path, monkeypatch):
+    """committee_data="bootstrap": each member's epoch is as many frames as the training split, drawn from it
+    with repeats, and the members' resamples differ; the data module goes back to the whole split afterwards.
+    An unknown design is refused."""
+    from collections import Counter
+
+    from sciml.active import training
+
+    seen, modules, train = [], [], training.train_energy_model
+
+    def recording_training(model, data, *args):
+        split = sorted(float(e) for batch in data.split_dataloader("train") for e in batch.energy)
+        seen.append((split, Counter(float(e) for batch in data.train_dataloader() for e in batch.energy)))
+        modules.append(data)
+        return train(model, data, *args)
+
+    monkeypatch.setattr(training, "train_energy_model", recording_training)
+    ase.io.write(tmp_path / "frames.extxyz", [CountingOracle().label(frame) for frame in rattled_copies(WATER, 12)])
+    settings = replace(tiny_settings(rounds=0).training, committee_data="bootstrap")
+    training.train_round(tmp_path / "frames.extxyz", tmp_path / "round", settings, round=0, epochs=1)
+    (split, first), (_, second) = seen
+    for drawn in (first, second):
+        assert sum(drawn.values()) == len(split) and set(drawn) <= set(split)
+        assert max(drawn.values()) > 1 and len(drawn) < len(split)  # repeats, so some frames left out
+    assert first != second
+    assert not modules[-1].bootstrap_training and modules[-1].shuffle_offset == 0
+    with pytest.raises(ValueError, match="committee_data must be one of"):
+        TrainingSettings(committee_data="subsets")
+
+
 def test_an_interrupted_run_resumes_with_only_the_missing_labels_and_failures_are_recorded(tmp_path):
     interrupted = CountingOracle(fail_on=(5,), error=KeyboardInterrupt)
     with pytest.raises(KeyboardInterrupt):
@@ -190,7 +221,7 @@ def test_the_learn_config_runs_on_a_tiny_budget_and_writes_the_checkpoint_store_
     config = ROOT / "configs" / "learn" / "aspirin.yaml"
     tiny = "--ramp-ps 0.01 --hold-ps 0.01 --threshold 1e-4 --stop-factor 1e6 --cap 2 --spacing-fs 2 --rounds 1"
     tiny += " --seed-frames 6 --epochs 2 --final-epochs 1 --batch-size 4 --no-progress --force-samples 2"
-    tiny += " --confirmations 0"
+    tiny += " --confirmations 0 --committee-data bootstrap"
     summary = learn.main(["--config", str(config), "--directory", str(tmp_path), *tiny.split()])
     assert summary["oracle_calls"] == summary["labelled"] == 6 + 2 and summary["failed"] == 0
     assert summary["settings"]["exploration"]["temperature"] == 500  # from the config
@@ -202,6 +233,7 @@ def test_the_learn_config_runs_on_a_tiny_budget_and_writes_the_checkpoint_store_
     calculator = SciMLCalculator.from_checkpoint(tmp_path / "model.ckpt", uncertainty=True)
     assert calculator.reports_uncertainty and calculator.model.force_samples == 2  # the LLPR ensemble, as asked
     assert summary["settings"]["training"]["force_samples"] == 2 and summary["settings"]["confirmations"] == 0
+    assert summary["settings"]["training"]["committee_data"] == "bootstrap"  # passed on (a committee's option)
     with pytest.raises(ValueError, match="force_samples must be 0"):
         TrainingSettings(force_samples=-1)
 

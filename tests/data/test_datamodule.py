@@ -199,3 +199,28 @@ def test_energy_reference_modes(tmp_path, molecule_frames):
         _ = missing.energy_reference
     with pytest.raises(DataError, match="energy_reference must be one of"):
         AtomsDataModule(paths=str(path), energy_reference="average", **keys)
+
+
+def test_epoch_sampler_permutes_every_item_or_one_bootstrap_resample():
+    """Without bootstrap each epoch is a permutation of all items, reproducible from seed + epoch; with it,
+    each epoch permutes one fixed resample with replacement (about 1 - 1/e = 63 % of the items distinct),
+    the resample set by the seed."""
+    from collections import Counter
+
+    from sciml.data.split_datamodule import EpochSeededSampler
+
+    plain = EpochSeededSampler(1000, seed=3)
+    first = list(plain)
+    plain.set_epoch(1)
+    assert sorted(first) == list(range(1000)) and list(plain) != first
+    plain.set_epoch(0)
+    assert list(plain) == first  # resumed at epoch 0: the same batches
+    bagged = EpochSeededSampler(1000, seed=3, bootstrap=True)
+    epochs = []
+    for epoch in range(2):
+        bagged.set_epoch(epoch)
+        epochs.append(list(bagged))
+    assert len(epochs[0]) == 1000 and epochs[0] != epochs[1] and Counter(epochs[0]) == Counter(epochs[1])
+    assert 0.58 < len(set(epochs[0])) / 1000 < 0.68
+    other = EpochSeededSampler(1000, seed=4, bootstrap=True)
+    assert Counter(other) != Counter(epochs[0])
