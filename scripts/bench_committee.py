@@ -37,7 +37,7 @@ from pathlib import Path
 import ase.io
 import numpy as np
 from _results import RESULTS, markdown_table, write_results
-from bench_active import SMILES, evaluate, reference_md, reference_sets, spearman_text
+from bench_active import SMILES, evaluate, reference_md, reference_sets, spearman_text, stage_timings
 from scipy.stats import rankdata
 
 from sciml.active import TrainingSettings, train_round
@@ -85,7 +85,8 @@ def main() -> None:
     timings_path = out / "committee_timings.json"
     timings = json.loads(timings_path.read_text()) if timings_path.exists() else {}
     start = molecule_from_smiles(SMILES, 0)
-    sets = reference_sets(out, start, 500.0, passive_frames, passive_every, test_frames, equilibrate, {})
+    shared_timings = stage_timings(out, Path(args.results))  # bench_active's: a frame set made here adds to them
+    sets = reference_sets(out, start, 500.0, passive_frames, passive_every, test_frames, equilibrate, shared_timings)
     long_run = out / f"test_hot_long_{args.long_frames}.extxyz"
     if not long_run.exists():
         begin = time.perf_counter()
