@@ -38,7 +38,6 @@ import ase.io
 import numpy as np
 from _results import RESULTS, markdown_table, write_results
 from bench_active import SMILES, evaluate, reference_md, reference_sets, spearman_text, stage_timings
-from scipy.stats import rankdata
 
 from sciml.active import TrainingSettings, train_round
 from sciml.active.structures import molecule_from_smiles
@@ -48,22 +47,13 @@ DESIGNS = ("shared", "bootstrap")
 TESTS = {"test": "500 K", "test_hot": "600 K", "test_hot_long": "600 K, long run"}
 
 
-def paired_spearman_difference(first, second, resamples: int = 1000, seed: int = 0) -> dict:
-    """Spearman(second) - Spearman(first) on the same frames, with its 95 % percentile interval over
-    ``resamples`` bootstrap resamplings of the frames, each drawn once for both (paired): the two committees'
-    figures share the frames' noise, so their difference is known far better than either figure alone."""
-    frames = len(first.frame_force_rmse)
-    picks = np.random.default_rng(seed).integers(0, frames, size=(resamples, frames))
-
-    def spearman(report) -> np.ndarray:
-        ranks = [np.apply_along_axis(rankdata, 1, values[picks]) for values in
-                 (report.frame_force_uncertainty, report.frame_force_rmse)]  # fmt: skip
-        u, e = (r - r.mean(axis=1, keepdims=True) for r in ranks)
-        return (u * e).sum(axis=1) / np.sqrt((u**2).sum(axis=1) * (e**2).sum(axis=1))
-
-    differences = spearman(second) - spearman(first)
+def paired_spearman_difference(first, second) -> dict:
+    """Spearman(second) - Spearman(first) on the same frames, with its 95 % percentile interval over the
+    reports' bootstrap resamplings of the frames, the same ones for both (paired): the two committees' figures
+    share the frames' noise, so their difference is known far better than either figure alone."""
+    differences = second.bootstrap_spearman() - first.bootstrap_spearman()
     measured = second.figures["spearman_force"] - first.figures["spearman_force"]
-    return {"difference": float(measured), "interval": [float(v) for v in np.percentile(differences, [2.5, 97.5])]}
+    return {"difference": float(measured), "interval": [float(v) for v in np.nanpercentile(differences, [2.5, 97.5])]}
 
 
 def main() -> None:

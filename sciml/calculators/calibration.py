@@ -51,21 +51,27 @@ class UncertaintyCalibrationReport:
             "mean_frame_force_uncertainty": float(np.mean(self.frame_force_uncertainty)),
         }
 
-    def spearman_interval(self, confidence: float = 0.95, seed: int = 0) -> list[float]:
-        """[low, high]: the ``confidence`` percentile interval of the per-frame Spearman correlation over
-        ``resamples`` bootstrap resamplings of the frames (seeded: the same arrays give the same interval)."""
+    def bootstrap_spearman(self, seed: int = 0) -> np.ndarray:
+        """(resamples,) the per-frame Spearman correlation on each of ``resamples`` bootstrap resamplings of the
+        frames (NaN where a resample's values are all tied). The resamplings depend only on ``seed``,
+        ``resamples`` and the number of frames, so two reports on the same frames get the same ones (paired)."""
         frames = len(self.frame_force_rmse)
-        if frames < 3:
-            return [float("nan"), float("nan")]
         picks = np.random.default_rng(seed).integers(0, frames, size=(self.resamples, frames))
         ranks_u = np.apply_along_axis(rankdata, 1, self.frame_force_uncertainty[picks])
         ranks_e = np.apply_along_axis(rankdata, 1, self.frame_force_rmse[picks])
         ranks_u -= ranks_u.mean(axis=1, keepdims=True)
         ranks_e -= ranks_e.mean(axis=1, keepdims=True)
         norms = np.sqrt((ranks_u**2).sum(axis=1) * (ranks_e**2).sum(axis=1))
-        values = (ranks_u * ranks_e).sum(axis=1)[norms > 0] / norms[norms > 0]  # Pearson of ranks: Spearman
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(norms > 0, (ranks_u * ranks_e).sum(axis=1) / norms, np.nan)  # Pearson of ranks
+
+    def spearman_interval(self, confidence: float = 0.95, seed: int = 0) -> list[float]:
+        """[low, high]: the ``confidence`` percentile interval of the per-frame Spearman correlation over
+        ``resamples`` bootstrap resamplings of the frames (seeded: the same arrays give the same interval)."""
+        if len(self.frame_force_rmse) < 3:
+            return [float("nan"), float("nan")]
         tail = 50 * (1 - confidence)
-        return [float(v) for v in np.percentile(values, [tail, 100 - tail])]
+        return [float(v) for v in np.nanpercentile(self.bootstrap_spearman(seed), [tail, 100 - tail])]
 
     def reliability(self) -> tuple[np.ndarray, np.ndarray]:
         """(RMS predicted sigma, RMS observed error) per bin of force components sorted by sigma (eV/Å)."""
