@@ -17,6 +17,7 @@ from torch_geometric.data import Data
 from sciml.calculators.checkpoint import load_model
 from sciml.data.neighbours import radius_graph
 from sciml.equivariant.graph import grown_capacity
+from sciml.nn.compilation import compile_for_inference
 from sciml.nn.forces import ForceStressOutput
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
@@ -53,8 +54,9 @@ class SciMLCalculator(Calculator):
             :class:`~sciml.models.Committee`: its calibrated spread); ``True``: require one (a clear error
             otherwise); ``False``: never report them. source: where ``model`` came from (a checkpoint path),
             named in errors.
-        compile: ``model.compile(static_shapes=...)`` (E2Former: ``torch.compile`` of its layers; the first call
-            compiles, about a minute on a CPU).
+        compile: ``torch.compile`` of the layers of every E2Former in the model (a committee's members, the
+            model inside a last-layer uncertainty; :func:`~sciml.nn.compilation.compile_for_inference`); the
+            first call compiles, about a minute on a CPU.
         static_shapes: fixed-capacity neighbour buffers: every pair within cutoff + skin is kept until the next
             rebuild (the model's smooth cutoff makes the ones beyond the cutoff contribute exactly nothing)
             and the list is padded to a capacity that only grows (``grown_capacity``) with pairs
@@ -108,7 +110,7 @@ class SciMLCalculator(Calculator):
         self._list_on_cpu = False
         if compile:
             cuda_graphs = {"mode": "reduce-overhead"} if static_shapes and self.device.type == "cuda" else {}
-            self.model.compile(static_shapes=self.static_shapes, **cuda_graphs)
+            compile_for_inference(self.model, static_shapes=self.static_shapes, **cuda_graphs)
 
     @classmethod
     def from_checkpoint(

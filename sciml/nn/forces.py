@@ -83,7 +83,9 @@ class ForceStressOutput(nn.Module):
         if self.direct_forces:
             raise ValueError("direct_forces is not supported for a committee (its forces are -dE/dx per member)")
         member_energy = outputs["member_energy"]
-        with torch.enable_grad():
+        # one member's pass keeps the graph for the next; compiled layers (inference) refuse that when their
+        # backward donates its saved buffers, a memory saving that only the last pass could use
+        with torch.enable_grad(), torch._functorch.config.patch(donated_buffer=False):
             grads = [
                 torch.autograd.grad(energy.sum(), inputs, create_graph=self.training, retain_graph=True)
                 for energy in member_energy

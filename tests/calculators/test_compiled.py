@@ -83,7 +83,7 @@ def test_compiled_layers_match_eager_without_recompiling(static_shapes):
     atoms = systems()[0]
     reference = trajectory(SciMLCalculator(small_model(), dtype="float64", skin=0.3), atoms)
     model = small_model()
-    model.compile(static_shapes=static_shapes, backend="aot_eager")
+    model.compile_layers(static_shapes=static_shapes, backend="aot_eager")
     calculator = SciMLCalculator(model, dtype="float64", skin=0.3, static_shapes=static_shapes)
     counters.clear()
     assert_same(trajectory(calculator, atoms), reference, 1e-12)
@@ -103,7 +103,7 @@ def test_inductor_compiled_calculator_matches_eager():
 def test_compiled_model_trains_eagerly():
     """Training mode runs the eager layers: force training needs a double backward."""
     model = small_model().double().train()
-    model.compile(backend="aot_eager")
+    model.compile_layers(backend="aot_eager")
     from sciml.nn.forces import ForceStressOutput
     from sciml.testing import graph_batch
 
@@ -111,3 +111,31 @@ def test_compiled_model_trains_eagerly():
     forces = ForceStressOutput(model)(batch)["forces"]
     forces.pow(2).sum().backward()  # a double backward: would fail through a compiled graph
     assert model.atom_embedding.weight.grad.abs().max() > 0
+
+
+@pytest.mark.parametrize("wrapper", ["committee", "last_layer"])
+def test_calculator_compiles_every_model_sciml_learn_writes(tmp_path, wrapper):
+    """``SciMLCalculator.from_checkpoint(..., compile=True)`` on a committee's or a last-layer model's checkpoint
+    (what ``sciml learn`` writes) compiles the E2Former(s) inside; compiled results equal eager ones (float64)."""
+    from sciml.models import Committee, LastLayerUncertainty
+    from sciml.nn.checkpoint import write_model_checkpoint
+    from sciml.nn.compilation import compile_for_inference
+
+    torch.manual_seed(1)
+    model = Committee(small_model(), size=2) if wrapper == "committee" else LastLayerUncertainty(small_model())
+    path = write_model_checkpoint(model.eval(), tmp_path / "model.ckpt")
+    calculator = SciMLCalculator.from_checkpoint(path, dtype="float64", skin=0.3, compile=True, uncertainty=False)
+    inner = [module for module in calculator.model.modules() if isinstance(module, E2Former)]
+    assert len(inner) == (2 if wrapper == "committee" else 1) and all(m.layers_compiled for m in inner)
+    atoms = systems()[1]
+    reference = trajectory(SciMLCalculator.from_checkpoint(path, dtype="float64", skin=0.3), atoms, steps=4)
+    eager_compiled = SciMLCalculator.from_checkpoint(path, dtype="float64", skin=0.3)
+    assert compile_for_inference(eager_compiled.model, backend="aot_eager") == len(inner)
+    assert_same(trajectory(eager_compiled, atoms, steps=4), reference, 1e-12)
+
+
+def test_a_model_without_compilable_layers_is_refused_by_name():
+    from sciml.nn.compilation import compile_for_inference
+
+    with pytest.raises(ValueError, match="Linear model has no layers to compile"):
+        compile_for_inference(torch.nn.Linear(2, 2))

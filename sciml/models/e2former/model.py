@@ -197,7 +197,7 @@ class E2Former(nn.Module):
         nn.init.zeros_(self.energy_head[-1].weight)  # start at the fitted per-element reference energies
         nn.init.zeros_(self.energy_head[-1].bias)
         self.force_head = nn.Linear(channels, 1, bias=False) if direct_force_head else None
-        self._compiled_layers, self._image_capacity, self._prepared_for = None, None, None  # see compile()
+        self._compiled_layers, self._image_capacity, self._prepared_for = None, None, None  # see compile_layers()
 
     IDENTITY_BUFFERS = ("species_numbers", "cutoff_radius", "energy_scale_value")
     # init argument -> attribute of the data module that supplies it (``sciml fit`` links them)
@@ -271,7 +271,7 @@ class E2Former(nn.Module):
 
     def layers(self, context: GraphContext, atom_types: torch.Tensor) -> torch.Tensor:
         """Every per-edge and per-atom layer, from the graph context and the atom types (N,) to the features
-        (N, (lmax + 1)^2, C): the part :meth:`compile` compiles."""
+        (N, (lmax + 1)^2, C): the part :meth:`compile_layers` compiles."""
         envelope = polynomial_envelope(context.distances, self.cutoff)
         edges = EdgeInputs(
             self.radial_basis(context.distances),
@@ -287,7 +287,7 @@ class E2Former(nn.Module):
             x = block(x, edges, envelope, context)
         return self.final_norm(x)
 
-    def compile(self, static_shapes: bool = False, **options) -> None:
+    def compile_layers(self, static_shapes: bool = False, **options) -> None:
         """``torch.compile`` :meth:`layers` for inference (MD). The graph context stays eager (data-dependent
         sizes), and so does training mode: force training differentiates the forces, and compiled graphs have
         no double backward. ``options`` go to ``torch.compile``. The state dict does not change.
@@ -299,6 +299,11 @@ class E2Former(nn.Module):
         neighbour-list rebuilds and pads them the same way). Padding images change nothing."""
         self._image_capacity = 0 if static_shapes else None
         self._compiled_layers = torch.compile(E2Former.layers, **{"dynamic": not static_shapes, **options})
+
+    @property
+    def layers_compiled(self) -> bool:
+        """Whether :meth:`compile_layers` has compiled the layers (used for inference only)."""
+        return self._compiled_layers is not None
 
     def forward(self, batch) -> dict[str, torch.Tensor]:
         """``energy`` (B,) and per-atom ``energies`` (N,) in eV, the equivariant ``features`` (N, (lmax + 1)^2,
