@@ -49,9 +49,9 @@ from sciml.active import gfn2_xtb
 from sciml.active.structures import molecule_from_smiles
 from sciml.calculators import SciMLCalculator, load_model
 from sciml.calculators.calculator_potential import CalculatorPotential
-from sciml.calculators.replica_md import ReplicaSettings, run_replicas
 from sciml.calculators.replicas import BatchedPotential
 from sciml.commands import pipeline
+from sciml.md import MDSettings, run_replicas
 from sciml.pipelines import SamplingSettings, sample_replicas
 from sciml.pipelines.kinetics import Stopwatch
 from sciml.training.kinetics import molecular_kinetics
@@ -103,8 +103,8 @@ def state_dihedrals(report: Path, count: int) -> list[float]:
 def replica_rate(model: Path, start, replicas: int, steps: int) -> float:
     """Replica-steps per second of the trained potential's Langevin replicas (after 3 warm-up steps)."""
     potential = BatchedPotential(load_model(model), start.numbers)
-    run_replicas(potential, start, replicas, ReplicaSettings(steps=3, interval=10_000))
-    timed = run_replicas(potential, start, replicas, ReplicaSettings(steps=steps, interval=10_000))
+    run_replicas(potential, start, replicas, MDSettings("nvt-langevin", steps=3, interval=10_000))
+    timed = run_replicas(potential, start, replicas, MDSettings("nvt-langevin", steps=steps, interval=10_000))
     return timed["replica_steps_per_s"]
 
 

@@ -13,7 +13,7 @@ untrained weights with a random output head (speed does not depend on training);
 ``_systems.py``. Per MD step (NVE velocity Verlet, 1 fs, 300 K start; seconds per step, medians
 where repeated):
 - bare: one ``SciMLCalculator`` energy + forces (+ stress: the box is periodic) call on fixed positions;
-- ``sciml md``: :func:`sciml.calculators.md.run_md` (what ``sciml md`` runs: ASE, trajectory every 10 steps);
+- ``sciml md --engine ase``: :func:`sciml.md.run_ase_md` (ASE's velocity Verlet, trajectory every 10 steps);
 - i-PI: the real ``i-pi`` server (NVE) with this process as its client (``sciml serve``'s ``SocketClient``
   over a UNIX socket), from its second to its last force request;
 - LAMMPS: ``fix external pf/callback`` (:mod:`sciml.interfaces.lammps`), ``run N`` wall time;
@@ -27,7 +27,7 @@ where repeated):
   (it comes with the conda-forge ``lammps-metatomic`` build), so LAMMPS runs it through ``fix external`` only.
 Overhead = engine seconds per step / bare seconds per call (target <= 1.15). Each engine run has one fixed
 cost that short runs do not amortise (LAMMPS's ``run`` set-up calls the potential once more, i-PI and
-``run_md`` compute the starting forces): with 12 steps the LAMMPS overhead at 64 atoms read 1.45, with 48
+``run_ase_md`` compute the starting forces): with 12 steps the LAMMPS overhead at 64 atoms read 1.45, with 48
 steps 1.005.
 
 Last line: RESULT ipi_overhead=<x> lammps_overhead=<x> md_speedup_vs_nequip_512=<x> md_speedup_vs_edge_512=<x>
@@ -54,9 +54,9 @@ from _results import add_result_arguments, recorded
 from _systems import cu_crystal, e2former, molecule
 
 from sciml.calculators import SciMLCalculator
-from sciml.calculators.md import MDSettings, run_md
 from sciml.commands.serve import connect
 from sciml.interfaces.lammps import LammpsPotential, load_lammps, write_data
+from sciml.md import MDSettings, run_ase_md
 from sciml.models.baselines import use_edge_convolutions
 
 SIZES = (64, 512, 2048)  # atoms of the fcc Cu boxes
@@ -82,12 +82,12 @@ def bare_seconds(calculator, atoms, repeats: int) -> float:
 
 
 def sciml_md_seconds(calculator, atoms, steps: int, folder: Path) -> float:
-    """Seconds per step of ``run_md`` (the engine of ``sciml md``), NVE, a trajectory frame every 10 steps."""
+    """Seconds per step of ``run_ase_md`` (``sciml md --engine ase``), NVE, a trajectory frame every 10 steps."""
     settings = MDSettings("nve", timestep=1.0, steps=2, temperature=300.0)
-    run_md(atoms.copy(), calculator, settings, folder / "warm.traj", overwrite=True)
+    run_ase_md(atoms.copy(), calculator, settings, folder / "warm.traj", overwrite=True)
     settings = MDSettings("nve", timestep=1.0, steps=steps, temperature=300.0)
     start = time.perf_counter()
-    run_md(atoms.copy(), calculator, settings, folder / "md.traj", folder / "md.log", overwrite=True)
+    run_ase_md(atoms.copy(), calculator, settings, folder / "md.traj", folder / "md.log", overwrite=True)
     return (time.perf_counter() - start) / steps
 
 

@@ -1,7 +1,7 @@
 """Many replicas in one model call: the replica MD driver against ASE-driven MD and the reference method's MD.
 
 For R = 1, 8, 32, 128 replicas of aspirin (21 atoms) and of a 512-atom fcc Cu box, the replica-steps per second
-of ``sciml.calculators.replica_md`` (velocity Verlet, 0.5 fs, one batched energy + forces call per step)
+of the MD engine ``sciml.md.engine`` (velocity Verlet, 0.5 fs, one batched energy + forces call per step)
 against one ASE velocity-Verlet step through ``SciMLCalculator`` (what ``sciml md`` runs), with the same
 untrained ``small`` E2Former (float32; speed does not depend on training), and against GFN2-xTB's own MD on the
 molecule (tblite through ASE, the reference method, on the same cores).
@@ -24,14 +24,14 @@ from _results import RESULTS, markdown_table, write_results
 from _systems import cu_crystal, e2former, molecule
 
 from sciml.calculators import SciMLCalculator
-from sciml.calculators.replica_md import ReplicaSettings, run_replicas
 from sciml.calculators.replicas import BatchedPotential
+from sciml.md import MDSettings, run_replicas
 
 
 def replica_rate(model, atoms, replicas: int, steps: int) -> float:
     """Replica-steps per second of ``steps`` velocity-Verlet steps (after 2 warm-up steps)."""
     potential = BatchedPotential(model, atoms.numbers, atoms.cell[:], atoms.pbc)
-    settings = ReplicaSettings("verlet", timestep=0.5, steps=2, temperature=300, interval=10_000)
+    settings = MDSettings("nve", timestep=0.5, steps=2, temperature=300, interval=10_000)
     run_replicas(potential, atoms, replicas, settings)
     settings.steps = steps
     return run_replicas(potential, atoms, replicas, settings)["replica_steps_per_s"]

@@ -6,7 +6,6 @@
 from sciml.active.exploration import Candidate, Exploration, ExplorationSettings, explore, select_frames
 from sciml.active.loop import ActiveLearning, LearningSettings
 from sciml.active.oracles import Oracle, OracleFailure, PySCFCalculator, gfn2_xtb, oracle_by_name, pyscf_dft
-from sciml.active.replica_exploration import explore_replicas
 from sciml.active.store import LabelStore
 from sciml.active.structures import conformers_from_smiles, molecule_from_smiles, rattled_copies, read_structure
 from sciml.active.training import TrainingSettings, train_round
@@ -24,7 +23,6 @@ __all__ = [
     "TrainingSettings",
     "conformers_from_smiles",
     "explore",
-    "explore_replicas",
     "gfn2_xtb",
     "molecule_from_smiles",
     "oracle_by_name",

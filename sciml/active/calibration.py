@@ -24,7 +24,6 @@ import numpy as np
 from ase import Atoms
 
 from sciml.active.exploration import ExplorationSettings, explore, shares
-from sciml.active.replica_exploration import explore_replicas
 from sciml.calculators.calibration import calibration_report
 from sciml.calculators.checkpoint import load_model
 from sciml.nn.checkpoint import write_model_checkpoint
@@ -39,32 +38,25 @@ def sample_frames(
     on_step: Callable[[int, float], None] | None = None,
 ) -> list[Atoms]:
     """``frames`` frames uniform in time from ML Langevin MD with ``checkpoint``'s model (the ramp and hold of
-    ``settings``, from each start in turn, the frames shared among them): taken during the hold, each with
-    ``info["uncertainty"]`` (its largest per-atom force uncertainty, eV/Å), ``info["time_fs"]`` and
-    ``info["start"]``. A run that ends early (it left what the model knows) gives the frames it reached. With
-    ``settings.replicas`` above 1 the frames are shared among that many replicas run together
-    (:func:`~sciml.active.replica_exploration.explore_replicas`, replica r from start r modulo their number)."""
-    from sciml.calculators import SciMLCalculator, load_model
-
+    ``settings``): max(R, number of starts) runs, run k from start k modulo their number, in batches of
+    ``settings.replicas`` R (:func:`~sciml.active.exploration.explore`), the frames shared among the runs and
+    taken during the hold, each with ``info["uncertainty"]`` (its largest per-atom force uncertainty, eV/Å),
+    ``info["time_fs"]``, ``info["start"]`` and ``info["replica"]`` (the run). A run that ends early (it left
+    what the model knows) gives the frames it reached."""
+    model = load_model(checkpoint)
     hold_steps = round(settings.hold_ps * 1000 / settings.timestep)
+    runs = max(settings.replicas, len(starts))
+    counts = shares(frames, runs)
+    sample_every = max(1, hold_steps // max(max(counts), 1))
     sampled = []
-    if settings.replicas > 1:
-        counts = shares(frames, settings.replicas)
-        found = explore_replicas(starts, load_model(checkpoint), settings, settings.replicas, seed, on_step,
-                                 sample_every=max(1, hold_steps // max(counts)))  # fmt: skip
-        for replica, (run, count) in enumerate(zip(found, counts, strict=True)):
-            for frame in run.samples[:count]:
-                frame.info.update(start=replica % len(starts), replica=replica)
+    for first in range(0, runs, settings.replicas):
+        batch = list(range(first, min(first + settings.replicas, runs)))
+        found = explore([starts[k % len(starts)] for k in batch], model, settings, seed + first, on_step,
+                        sample_every=sample_every, replicas=len(batch))  # fmt: skip
+        for run, exploration in zip(batch, found, strict=True):
+            for frame in exploration.samples[: counts[run]]:
+                frame.info.update(start=run % len(starts), replica=run)
                 sampled.append(frame)
-        return sampled
-    calculator = SciMLCalculator.from_checkpoint(checkpoint, uncertainty=True)
-    for index, (start, count) in enumerate(zip(starts, shares(frames, len(starts)), strict=True)):
-        if not count:
-            continue
-        found = explore(start, calculator, settings, seed + index, on_step, sample_every=max(1, hold_steps // count))
-        for frame in found.samples[:count]:
-            frame.info["start"] = index
-            sampled.append(frame)
     return sampled
 
 

@@ -1,4 +1,9 @@
-"""One exploration run of active learning: ML Langevin MD with a temperature ramp, watching the uncertainty.
+"""Exploration runs of active learning: ML Langevin MD with a temperature ramp, watching the uncertainty.
+
+A round sends R runs (replicas) together through the MD engine (:func:`~sciml.md.engine.run_replicas`: BAOAB,
+centre-of-mass motion removed, one batched model call per step for all of them; on a CPU a 20-atom molecule
+leaves the model's arithmetic mostly idle, so R replicas cost little more than one); one run is R = 1 of the
+same engine, with the same integrator.
 
 The thermostat's temperature rises linearly from ``start_temperature`` to ``temperature`` over the first
 ``ramp_ps`` and stays there for ``hold_ps``. At every step the calculator's largest per-atom force
@@ -7,7 +12,8 @@ when the uncertainty has stayed above ``stop_factor * threshold`` (DP-GEN's uppe
 ``patience_fs``: the trajectory has left what the model knows for good, and continuing would only collect more
 of the same. It also ends, that frame discarded, when the structure is no longer a molecule: two atoms
 closer than ``min_distance`` or a covalent bond of the start (ASE's natural radii) stretched beyond
-``max_stretch`` times its length. (Ending at the first frame above the upper level instead stops a young
+``max_stretch`` times its length (:class:`RunTracker`, one per replica; an ended replica leaves the batch and the
+others go on). (Ending at the first frame above the upper level instead stops a young
 model's runs at their first step, one label per round.)
 :func:`select_frames` then picks at most ``cap`` of the candidates, most uncertain first, at least
 ``spacing_fs`` apart in time, so that one excursion does not fill a round with near-copies.
@@ -15,16 +21,18 @@ model's runs at their first step, one label per round.)
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from ase import Atoms, units
-from ase.constraints import FixCom
-from ase.md.langevin import Langevin
+import torch
+from ase import Atoms
 from ase.neighborlist import NeighborList, natural_cutoffs
+from torch import nn
 
-from sciml.calculators.md import initial_velocities, largest_force_uncertainty
+from sciml.calculators.replicas import BatchedPotential
+from sciml.md import MDSettings, run_replicas, start_structures
+from sciml.md.integrators import ReplicaState
 
 
 @dataclass
@@ -67,12 +75,14 @@ class ExplorationSettings:
     def steps(self) -> int:
         return round((self.ramp_ps + self.hold_ps) * 1000 / self.timestep)
 
+    def dynamics(self, seed: int = 0) -> MDSettings:
+        """The MD of one batch of runs: Langevin with the ramp and hold of these settings (no records)."""
+        return MDSettings("nvt-langevin", self.timestep, self.steps, self.temperature, seed, max(1, self.steps),
+                          self.friction, start_temperature=self.start_temperature, ramp_ps=self.ramp_ps)  # fmt: skip
+
     def thermostat_temperature(self, step: int) -> float:
         """The set temperature (K) at ``step``."""
-        ramp_steps = self.ramp_ps * 1000 / self.timestep
-        if step >= ramp_steps:
-            return self.temperature
-        return self.start_temperature + (self.temperature - self.start_temperature) * step / ramp_steps
+        return self.dynamics().thermostat_temperature(step)
 
 
 @dataclass
@@ -84,7 +94,7 @@ class Candidate:
     temperature: float  # the thermostat's, K
     uncertainty: float  # eV/Å
     atoms: Atoms
-    run: int = 0  # the replica's index in a batch of runs (:func:`~sciml.active.replica_exploration.explore_replicas`)
+    run: int = 0  # the replica's index in a batch of runs (:func:`explore`)
 
 
 @dataclass
@@ -106,44 +116,60 @@ class Exploration:
 
 
 def explore(
-    atoms: Atoms,
-    calculator,
+    starts: Atoms | Sequence[Atoms],
+    potential,
     settings: ExplorationSettings,
     seed: int = 0,
     on_step: Callable[[int, float], None] | None = None,
     sample_every: int = 0,
-) -> Exploration:
-    """Run the ramped Langevin MD of ``settings`` from ``atoms`` (copied; velocities drawn at the start
-    temperature) with ``calculator``, which must report ``forces_uncertainty``. ``on_step(step, uncertainty)``
-    is called after every step (a progress display). ``sample_every`` > 0: every that many steps after the
-    ramp, the frame is kept in ``samples`` (``info["uncertainty"]``: its largest per-atom force uncertainty,
-    ``info["time_fs"]``), uniform in time at the target temperature."""
-    atoms = atoms.copy()
-    atoms.calc = calculator
-    initial_velocities(atoms, settings.start_temperature, seed)
-    atoms.set_constraint(FixCom())  # with fixcm=False: ASE's correct NVT sampling of a free molecule
-    dynamics = Langevin(
-        atoms, settings.timestep * units.fs, temperature_K=settings.start_temperature,
-        friction=settings.friction / units.fs, fixcm=False, rng=np.random.default_rng(seed + 1),
-    )  # fmt: skip
-    run = RunTracker(atoms, settings, sample_every)
-    atoms.get_forces()
-    for step in range(1, settings.steps + 1):
-        dynamics.set_temperature(temperature_K=settings.thermostat_temperature(step))
-        dynamics.run(1)
-        value = largest_force_uncertainty(calculator)
-        if value is None:
-            raise ValueError("exploration needs a calculator that reports forces_uncertainty")
+    replicas: int | None = None,
+) -> list[Exploration]:
+    """Run ``replicas`` (default ``settings.replicas``) copies of the ramped Langevin MD of ``settings`` together,
+    replica r from ``starts[r % len(starts)]`` with its own velocities (drawn at the start temperature from
+    ``seed``).
+
+    Args:
+        potential: a trained model with an uncertainty estimate (eval mode; run in float32 through a
+            :class:`~sciml.calculators.replicas.BatchedPotential`), or any potential of the engine with
+            ``forces_uncertainty()`` (e.g. a :class:`~sciml.calculators.calculator_potential.CalculatorPotential`
+            around an ASE calculator that reports ``forces_uncertainty``).
+        on_step: ``on_step(step, uncertainty)`` after every step, with the largest per-atom force uncertainty
+            (eV/Å) over the replicas still running (a progress display).
+        sample_every: > 0: every that many steps after the ramp, each replica's frame is kept in its ``samples``
+            (``info["uncertainty"]``: its largest per-atom force uncertainty, ``info["time_fs"]``), uniform in
+            time at the target temperature.
+
+    Returns:
+        One :class:`Exploration` per replica, in order; its candidates carry ``run`` = the replica's index.
+    """
+    starts = start_structures(starts)
+    replicas = settings.replicas if replicas is None else replicas
+    if replicas < 1:
+        raise ValueError(f"replicas must be at least 1, got {replicas}")
+    first = starts[0]
+    if isinstance(potential, nn.Module):
+        potential = BatchedPotential(potential, first.numbers, first.cell[:], first.pbc)
+    origins = [starts[r % len(starts)] for r in range(replicas)]
+    runs = [RunTracker(start, settings, sample_every, run=r) for r, start in enumerate(origins)]
+
+    def rules(state: ReplicaState, sigma: torch.Tensor) -> list[int]:
+        largest = sigma.max(dim=1).values.cpu().numpy()
         if on_step is not None:
-            on_step(step, value)
-        if run.ended_after(step, atoms, value):
-            break
-    return run.exploration
+            on_step(state.step, float(largest.max()))
+        kept = []
+        for row, replica in enumerate(state.replicas):
+            atoms = Atoms(first.numbers, state.positions[row].cpu().numpy(), cell=first.cell, pbc=first.pbc)
+            if not runs[replica].ended_after(state.step, atoms, float(largest[row])):
+                kept.append(row)
+        return kept
+
+    run_replicas(potential, starts, replicas, settings.dynamics(seed), on_step=rules, watch_uncertainty=True)
+    return [run.exploration for run in runs]
 
 
 class RunTracker:
-    """The rules of one exploration run, applied step by step (:func:`explore`; the replicas of
-    :func:`~sciml.active.replica_exploration.explore_replicas` each have one): the peak uncertainty, the
+    """The rules of one exploration run, applied step by step (each replica of :func:`explore` has one): the
+    peak uncertainty, the
     candidates above the threshold, the samples, the upper level's patience and the intact structure.
     ``start``: the run's start structure (its covalent bonds); ``run``: the replica's index in its batch."""
 

@@ -10,10 +10,9 @@ rattled copies are then shared among them. Every round r >= 1 then
    ends early (a young model soon leaves what it knows) is followed by new ones with other velocities until
    the round has ``cap`` frames or has used the steps of one full run per start. With several starts the runs
    take them in turn (round r begins with start r - 1, modulo their number), and a full run ends the round
-   only once every start has had a run. With ``replicas`` R above 1 the runs go in batches of R, advanced
-   together in one batched model call per step (:func:`~sciml.active.replica_exploration.explore_replicas`):
-   the batch's picks are spaced within each run, and the round converges when its first batches (every start
-   has had a run) stayed whole at or below the threshold;
+   only once every start has had a run. The runs go in batches of ``replicas`` R (default 1), advanced together
+   by the MD engine in one batched model call per step: the batch's picks are spaced within each run, and the
+   round converges when its first batches (every start has had a run) stayed whole at or below the threshold;
 3. stops when one run from every start stayed whole at or below the threshold (converged), else labels the frames
    :func:`~sciml.active.exploration.select_frames` picks, each with its round, uncertainty and reason
    (:class:`~sciml.active.store.LabelStore`), and goes on to round r + 1 (at most ``rounds``).
@@ -59,11 +58,10 @@ from sciml.active.calibration import rescaled_checkpoint, sample_frames, scale_f
 from sciml.active.exploration import ExplorationSettings, explore, select_frames, shares
 from sciml.active.oracles import Oracle, OracleFailure
 from sciml.active.picks import candidate_frame, labelled_copy, read_picks, write_picks
-from sciml.active.replica_exploration import explore_replicas
 from sciml.active.store import LabelStore
 from sciml.active.structures import rattled_copies
 from sciml.active.training import TrainingSettings, train_round
-from sciml.calculators.replica_md import start_structures
+from sciml.md import start_structures
 
 PHASES = ("oracle", "training", "md")
 
@@ -489,12 +487,8 @@ class ActiveLearning:
 
 def _batch_explorer(checkpoint: Path, settings: ExplorationSettings, on_step) -> Callable[[list[Atoms], int], list]:
     """``explore(starts, seed)``: one batch of ``settings.replicas`` exploration runs with ``checkpoint``'s model
-    from these starts (one each): an ASE run (:func:`~sciml.active.exploration.explore`) for one replica,
-    :func:`~sciml.active.replica_exploration.explore_replicas` for several."""
-    from sciml.calculators import SciMLCalculator, load_model
+    from these starts (one each; :func:`~sciml.active.exploration.explore`)."""
+    from sciml.calculators import load_model
 
-    if settings.replicas == 1:
-        calculator = SciMLCalculator.from_checkpoint(checkpoint, uncertainty=True)
-        return lambda starts, seed: [explore(starts[0], calculator, settings, seed, on_step)]
     model = load_model(checkpoint)
-    return lambda starts, seed: explore_replicas(starts, model, settings, settings.replicas, seed, on_step)
+    return lambda starts, seed: explore(starts, model, settings, seed, on_step)

@@ -17,6 +17,7 @@ from torch_geometric.data import Data
 
 from sciml.calculators.ase import has_uncertainty, model_on
 from sciml.data.neighbours import radius_graph
+from sciml.nn.compilation import compile_for_inference
 
 
 class BatchedPotential:
@@ -29,6 +30,8 @@ class BatchedPotential:
         pbc: (3,) periodic directions; default none.
         skin: Å added to the cutoff for the cached neighbour lists.
         dtype: ``"float32"`` or ``"float64"``: the model's arithmetic (positions and forces come back in float64).
+        compile: ``torch.compile`` the layers of every E2Former in the model
+            (:func:`~sciml.nn.compilation.compile_for_inference`; the first call compiles).
 
     ``potential(positions)`` with positions (R, N, 3) in Å returns ``(energy (R,) eV, forces (R, N, 3) eV/Å)``,
     float64 tensors on the positions' device.
@@ -43,6 +46,7 @@ class BatchedPotential:
         skin: float = 0.5,
         device: str = "cpu",
         dtype: str = "float32",
+        compile: bool = False,
     ) -> None:
         if model.training:
             raise RuntimeError("BatchedPotential refuses a model in training mode; call model.eval() first")
@@ -58,6 +62,13 @@ class BatchedPotential:
         self.lists: list[dict] = []
         self.rebuilds = 0
         self.last_outputs: dict | None = None
+        if compile:
+            compile_for_inference(self.model)
+
+    @property
+    def reports_uncertainty(self) -> bool:
+        """Whether the model estimates its force uncertainty (:meth:`forces_uncertainty` works)."""
+        return has_uncertainty(self.model)
 
     def __call__(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         replicas, atoms = positions.shape[:2]

@@ -26,8 +26,9 @@ from pathlib import Path
 import ase.io
 from ase import Atoms
 
-from sciml.calculators.replica_md import Potential, ReplicaSettings, run_replicas, start_structures
 from sciml.data.files import read_complete_frames
+from sciml.md import MDSettings, run_replicas, start_structures
+from sciml.md.integrators import Potential
 
 
 @dataclass
@@ -53,6 +54,11 @@ class SamplingSettings:
         """Steps of each replica, equilibration included."""
         return round((self.equilibration_ps + self.production_ps) * 1000 / self.timestep)
 
+    def dynamics(self, steps: int | None = None) -> MDSettings:
+        """The MD of the sampling (``steps``: default all of them)."""
+        return MDSettings("nvt-langevin", self.timestep, self.steps if steps is None else steps, self.temperature,
+                          self.seed, self.interval, self.friction)  # fmt: skip
+
 
 def sample_replicas(
     potential: Potential,
@@ -73,10 +79,8 @@ def sample_replicas(
     paths = [md / f"replica_{r:03d}.extxyz" for r in range(settings.replicas)]
     done, recorded = _common_step(paths)
     if done is None or done < settings.steps:
-        replica_settings = ReplicaSettings("langevin", settings.timestep, settings.steps - (done or 0),
-                                           settings.temperature, settings.friction, settings.interval,
-                                           settings.seed)  # fmt: skip
-        run_replicas(potential, start, settings.replicas, replica_settings, md, done is not None, on_record)
+        dynamics = settings.dynamics(settings.steps - (done or 0))
+        run_replicas(potential, start, settings.replicas, dynamics, md, done is not None, on_record)
         recorded = [read_complete_frames(path) for path in paths]
     production.mkdir(parents=True, exist_ok=True)
     first = settings.equilibration_ps * 1000

@@ -8,6 +8,7 @@ from ase import Atoms
 from ase.calculators.lj import LennardJones
 
 from sciml.active import Candidate, ExplorationSettings, explore, select_frames
+from sciml.calculators.calculator_potential import CalculatorPotential
 
 
 class RisingUncertainty(LennardJones):
@@ -19,6 +20,12 @@ class RisingUncertainty(LennardJones):
         self.results["forces_uncertainty"] = np.full(len(self.atoms), 0.01 * self.calls)
 
 
+def explore_with(calculator, atoms: Atoms, settings: ExplorationSettings, seed: int = 0):
+    """One exploration run of ``atoms`` with an ASE calculator that reports ``forces_uncertainty``."""
+    (found,) = explore(atoms, CalculatorPotential(lambda: calculator, atoms), settings, seed=seed)
+    return found
+
+
 def argon_trimer() -> Atoms:
     return Atoms("Ar3", positions=[[0, 0, 0], [3.8, 0, 0], [1.9, 3.3, 0]])
 
@@ -26,7 +33,7 @@ def argon_trimer() -> Atoms:
 def test_candidates_are_the_steps_above_the_threshold_and_the_run_ends_after_the_patience():
     settings = ExplorationSettings(temperature=50, start_temperature=10, ramp_ps=0.01, hold_ps=0.1, timestep=1.0,
                                    threshold=0.1, stop_factor=3.0, patience_fs=5.0)  # fmt: skip
-    found = explore(argon_trimer(), RisingUncertainty(sigma=3.4, epsilon=0.0104), settings, seed=0)
+    found = explore_with(RisingUncertainty(sigma=3.4, epsilon=0.0104), argon_trimer(), settings, seed=0)
     # step k is the calculator's call k + 1 (the first call is the start), so sigma = 0.01 (k + 1): above 0.1
     # from step 10, above the upper level 0.3 from step 30, and 5 fs later the run ends
     assert [c.step for c in found.candidates] == list(range(10, 36))
@@ -47,14 +54,15 @@ class PullApart(LennardJones):
 
 def test_a_run_whose_molecule_breaks_ends_there_without_that_frame():
     dimer = Atoms("C2", positions=[[0, 0, 0], [1.3, 0, 0]])  # bonded: 1.3 Å < 1.2 x (0.76 + 0.76)
-    found = explore(dimer, PullApart(), ExplorationSettings(ramp_ps=0.0, hold_ps=0.2, timestep=0.5, threshold=0.01))
+    settings = ExplorationSettings(ramp_ps=0.0, hold_ps=0.2, timestep=0.5, threshold=0.01)
+    found = explore_with(PullApart(), dimer, settings)
     assert found.stopped and found.broken and 5 < found.steps < 100
     assert len(found.candidates) == found.steps - 1  # every frame before the break, not the broken one
 
 
 def test_a_run_below_the_threshold_counts_as_converged():
     settings = ExplorationSettings(ramp_ps=0.0, hold_ps=0.02, timestep=1.0, threshold=1.0)
-    found = explore(argon_trimer(), RisingUncertainty(sigma=3.4, epsilon=0.0104), settings)
+    found = explore_with(RisingUncertainty(sigma=3.4, epsilon=0.0104), argon_trimer(), settings)
     assert found.below_threshold and found.steps == 20 and not found.stopped
 
 

@@ -267,11 +267,12 @@ def test_a_round_whose_runs_end_early_starts_new_ones_until_the_cap(tmp_path, mo
 
     calls = []
 
-    def short_run(start, calculator, settings, seed, on_step):  # every run ends at step 20 with one candidate
+    def short_run(starts, model, settings, seed, on_step):  # every run ends at step 20 with one candidate
+        (start,) = starts
         calls.append(seed)
         frame = start.copy()
         frame.positions += 0.01 * len(calls)
-        return Exploration(20, 1.0, [Candidate(20, 10.0, 300.0, 1.0, frame)], stopped=True)
+        return [Exploration(20, 1.0, [Candidate(20, 10.0, 300.0, 1.0, frame)], stopped=True)]
 
     monkeypatch.setattr(loop, "explore", short_run)
     settings = tiny_settings(rounds=1)
@@ -291,12 +292,13 @@ def test_several_starts_share_the_seed_set_take_turns_and_converge_only_when_eve
     turned.positions[2] = [-0.25, -0.93, 0.0]  # another "conformer": the second H on the other side
     starts, calls = [WATER, turned], []
 
-    def run(start, calculator, settings, seed, on_step):  # a full run; uncertain only where the test says
+    def run(batch, model, settings, seed, on_step):  # a full run; uncertain only where the test says
+        (start,) = batch
         round, origin = seed // 1000, next(i for i, s in enumerate(starts) if np.allclose(s.positions, start.positions))
         calls.append((round, origin))
         uncertain = round == 1 or (round, origin) == (2, 0)
         candidates = [Candidate(40, 20.0, 300.0, 1.0, start.copy())] if uncertain else []
-        return Exploration(settings.steps, 1.0 if uncertain else 1e-5, candidates)
+        return [Exploration(settings.steps, 1.0 if uncertain else 1e-5, candidates)]
 
     monkeypatch.setattr(loop, "explore", run)
     ActiveLearning(tmp_path, CountingOracle(), tiny_settings(rounds=3), report=lambda line: None).run(starts)
@@ -322,13 +324,14 @@ def test_the_final_model_is_confirmed_and_retrained_while_its_run_goes_above_the
 
     calls = []
 
-    def run(start, calculator, settings, seed, on_step):  # above the threshold on the calls numbered in `uncertain`
+    def run(starts, model, settings, seed, on_step):  # above the threshold on the calls numbered in `uncertain`
+        (start,) = starts
         calls.append((seed // 1000, settings.hold_ps, settings.threshold))
         frame = start.copy()
         frame.positions += 0.01 * len(calls)
         above = len(calls) in uncertain
         candidates = [Candidate(40, 20.0, 300.0, 1.0, frame)] if above else []
-        return Exploration(settings.steps, 1.0 if above else 1e-5, candidates)
+        return [Exploration(settings.steps, 1.0 if above else 1e-5, candidates)]
 
     monkeypatch.setattr(loop, "explore", run)
     uncertain, lines = {1, 3}, []  # round 1, then the first confirmation

@@ -1,5 +1,6 @@
-"""Exploration with replicas in one batched call: each replica follows the single run's rules, an ended replica
-leaves the batch while the others go on, the thermostat reaches its temperature, picks are spaced per run."""
+"""Exploration with replicas in one batched call: each replica follows the single run's rules, one replica and
+several run the same integrator, an ended replica leaves the batch while the others go on, the thermostat
+reaches its temperature, picks are spaced per run."""
 
 from __future__ import annotations
 
@@ -10,8 +11,6 @@ from ase import Atoms, units
 from torch import nn
 
 from sciml.active import Candidate, ExplorationSettings, explore, select_frames
-from sciml.active.replica_exploration import explore_replicas
-from sciml.calculators import SciMLCalculator
 
 WATER = Atoms("OH2", positions=[[0.0, 0.0, 0.0], [0.97, 0.0, 0.0], [-0.25, 0.93, 0.0]])
 
@@ -48,8 +47,8 @@ def test_replicas_follow_the_single_runs_rules_step_for_step():
     settings = ExplorationSettings(temperature=50, start_temperature=10, ramp_ps=0.01, hold_ps=0.1, timestep=1.0,
                                    threshold=0.105, stop_factor=3.0, patience_fs=5.0)  # fmt: skip
     model = Springs(WATER, per_call=0.01).eval()  # sigma = 0.01 x calls, the same for every replica
-    found = explore_replicas(WATER, model, settings, replicas=3, seed=0)
-    single = explore(WATER, SciMLCalculator(Springs(WATER, per_call=0.01).eval(), uncertainty=True), settings)
+    found = explore(WATER, model, settings, seed=0, replicas=3)
+    (single,) = explore(WATER, Springs(WATER, per_call=0.01).eval(), settings)
     # step k is call k + 1 (the first is the start): sigma 0.01 (k + 1) is above 0.105 from step 10, above the
     # upper level 0.315 from step 31, and 5 fs later the run ends
     assert [c.step for c in single.candidates] == list(range(10, 37)) and single.steps == 36
@@ -61,13 +60,34 @@ def test_replicas_follow_the_single_runs_rules_step_for_step():
     assert not np.allclose(found[0].candidates[-1].atoms.positions, found[1].candidates[-1].atoms.positions)
 
 
+def test_one_replica_runs_the_integrator_of_several_step_for_step():
+    """``--exploration-replicas 1`` against 3: replica 0 follows the same trajectory (each replica draws its own
+    noise), so the replica count changes how many runs go together, never the dynamics."""
+    settings = ExplorationSettings(temperature=300, start_temperature=100, ramp_ps=0.01, hold_ps=0.02, timestep=0.5,
+                                   threshold=1.0)  # fmt: skip
+    paths = []
+
+    class Recording(Springs):
+        def forward(self, batch):
+            paths[-1].append(batch.pos.detach().reshape(len(batch.natoms), -1, 3)[0].clone())
+            return super().forward(batch)
+
+    for replicas in (1, 3):
+        paths.append([])
+        explore(WATER, Recording(WATER, k=5.0).eval(), settings, seed=4, replicas=replicas)
+    alone, among = torch.stack(paths[0]), torch.stack(paths[1])
+    assert alone.shape == among.shape == (settings.steps + 1, 3, 3)
+    assert (alone[-1] - alone[0]).abs().max() > 1e-3  # it moved
+    assert torch.allclose(alone, among, atol=1e-5)  # float32 model calls, float64 integration
+
+
 def test_an_ended_replica_leaves_the_batch_and_the_others_run_to_the_end():
     far = WATER.copy()
     far.positions += [30.0, 0.0, 0.0]  # sigma 0.03 eV/Å: above 3 x the threshold from the first step
     settings = ExplorationSettings(temperature=300, start_temperature=300, ramp_ps=0.0, hold_ps=0.05, timestep=0.5,
                                    threshold=0.005, stop_factor=3.0, patience_fs=5.0)  # fmt: skip
     model = Springs(WATER, slope=1e-3).eval()
-    near, away, near_again = explore_replicas([WATER, far], model, settings, replicas=3, seed=1)
+    near, away, near_again = explore([WATER, far], model, settings, seed=1, replicas=3)
     assert away.stopped and not away.broken and away.steps == 11 and len(away.candidates) == 11
     for run in (near, near_again):  # started next to the origin: sigma about 1e-3, a whole run below
         assert run.below_threshold and run.steps == settings.steps == 100 and 0 < run.max_uncertainty < 0.005
@@ -78,7 +98,7 @@ def test_a_broken_replica_ends_without_its_last_frame():
     settings = ExplorationSettings(temperature=300, start_temperature=300, ramp_ps=0.0, hold_ps=0.2, timestep=0.5,
                                    threshold=1e-4, patience_fs=1000.0)  # fmt: skip
     model = Springs(WATER, k=-50.0, slope=1e-3).eval()  # repulsive springs: the molecule flies apart
-    (run,) = explore_replicas(WATER, model, settings, replicas=1, seed=2)
+    (run,) = explore(WATER, model, settings, seed=2, replicas=1)
     assert run.broken and run.stopped and len(run.candidates) == run.steps - 1 < settings.steps
 
 
@@ -94,7 +114,7 @@ def test_the_replicas_thermostat_holds_the_target_temperature():
             kinetic.append(batch.pos.detach().clone())
             return super().forward(batch)
 
-    explore_replicas(molecule, Recording(molecule, k=5.0).eval(), settings, replicas=8, seed=3)
+    explore(molecule, Recording(molecule, k=5.0).eval(), settings, seed=3, replicas=8)
     positions = torch.stack(kinetic[1:]).double()  # (steps, R N, 3)
     masses = torch.tensor(molecule.get_masses()).repeat(8)
     velocities = (positions[1:] - positions[:-1]) / (0.5 * units.fs)  # Å per ASE time unit, between steps

@@ -16,8 +16,8 @@ from ase.filters import FrechetCellFilter
 from ase.md.verlet import VelocityVerlet
 
 from sciml.calculators import CheckpointError, SciMLCalculator
-from sciml.calculators.md import MDSettings, energy_drift, run_md
 from sciml.equivariant.so3 import random_rotation
+from sciml.md import MDSettings, energy_drift, run_ase_md
 from sciml.models import E2Former
 from sciml.testing import randomise_output_head
 
@@ -214,7 +214,7 @@ def test_checkpoint_round_trip_and_nve_conservation(quickstart_run):
     assert first.get_potential_energy() == second.get_potential_energy()
     assert np.array_equal(first.get_forces(), second.get_forces())
     assert abs(first.get_potential_energy() - read("data/ethanol_gfn2.extxyz", index=-1).get_potential_energy()) < 1.0
-    result = run_md(atoms, calculator, MDSettings("nve", timestep=0.5, steps=800, temperature=300.0))  # 0.4 ps
+    result = run_ase_md(atoms, calculator, MDSettings("nve", timestep=0.5, steps=800, temperature=300.0))  # 0.4 ps
     slope, excursion = energy_drift(result["times_ps"], result["total_energy"], len(atoms))
     assert abs(slope) < 1e-3 and excursion < 1e-3
 

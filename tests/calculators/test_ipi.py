@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from sciml.calculators import SciMLCalculator
-from sciml.calculators.md import MDSettings, run_md
+from sciml.md import MDSettings, run_ase_md
 from tests.conftest import ROOT
 
 pytest.importorskip("ipi")
@@ -58,7 +58,7 @@ def test_ipi_nve_conserves_energy_like_ase(quickstart_run, tmp_path):
     # eV through atomic units and back (i-PI and ASE use different CODATA constants; 9 digits printed)
     assert rows[0, 4] == pytest.approx(atoms.get_potential_energy(), rel=1e-6)
     conserved = rows[:, 2] / len(atoms)
-    ase_run = run_md(atoms, calculator, MDSettings("nve", timestep=0.5, steps=100, interval=5))
+    ase_run = run_ase_md(atoms, calculator, MDSettings("nve", timestep=0.5, steps=100, interval=5))
     ase_conserved = ase_run["total_energy"] / len(atoms)
     ipi_excursion = np.abs(conserved - conserved[0]).max()
     ase_excursion = np.abs(ase_conserved - ase_conserved[0]).max()

@@ -12,9 +12,9 @@ from ase.build import molecule
 from ase.calculators.emt import EMT
 
 from sciml.calculators import SciMLCalculator
-from sciml.calculators.md import MDSettings, run_md
 from sciml.commands.md import main as md
 from sciml.data import AtomsDataModule
+from sciml.md import MDSettings, run_ase_md
 from sciml.training.callbacks import PredictionWriter
 
 
@@ -41,14 +41,14 @@ def ethanol():
 
 def test_md_flags_the_steps_above_the_threshold_and_can_stop_at_the_first_keeping_its_frame(tmp_path):
     settings = MDSettings("nve", timestep=0.5, steps=20, interval=5, uncertainty_threshold=0.065)
-    flagged = run_md(ethanol(), GrowingUncertainty(), settings, tmp_path / "flag.traj")
+    flagged = run_ase_md(ethanol(), GrowingUncertainty(), settings, tmp_path / "flag.traj")
     assert flagged["stopped"] == "finished" and flagged["uncertain_steps"] == list(range(7, 21))
     assert flagged["max_force_uncertainty"] == pytest.approx(0.20)
     frames = ase.io.read(tmp_path / "flag.traj", index=":")
     assert [frame.info["forces_uncertainty_max"] for frame in frames] == pytest.approx([0, 0.05, 0.10, 0.15, 0.20])
 
     settings.stop_when_uncertain = True
-    stopped = run_md(ethanol(), GrowingUncertainty(), settings, tmp_path / "stop.traj")
+    stopped = run_ase_md(ethanol(), GrowingUncertainty(), settings, tmp_path / "stop.traj")
     assert stopped["stopped"] == "uncertain" and stopped["uncertain_steps"] == [7]
     frames = ase.io.read(tmp_path / "stop.traj", index=":")
     assert [frame.info["md_step"] for frame in frames] == [0, 5, 7]  # the step it stopped at is kept
@@ -62,11 +62,18 @@ def test_md_with_a_committee_reports_the_uncertainty_and_stops_above_the_thresho
     ase.io.write(structure, ethanol())
     arguments = ["--checkpoint", str(checkpoint), "--structure", str(structure), "--steps", "10",
                  "--log-every", "5", "--no-progress"]  # fmt: skip
-    result = md([*arguments, "--trajectory", str(tmp_path / "free.traj")])
-    assert result["stopped"] == "finished" and result["max_force_uncertainty"] > 0
-    assert "largest per-atom force uncertainty" in capsys.readouterr().out
-    result = md([*arguments, "--trajectory", str(tmp_path / "stop.traj"), "--uncertainty-threshold", "1e-6",
-                   "--stop-when-uncertain"])  # fmt: skip
+    for engine, output in (("sciml", "free"), ("ase", "free.traj")):  # both paths watch it
+        result = md([*arguments, "--engine", engine, "--output", str(tmp_path / output)])
+        assert "finished" in result["stopped"] and np.nanmax(result["max_force_uncertainty"]) > 0
+        assert "largest per-atom force uncertainty" in capsys.readouterr().out
+    result = md([*arguments, "--output", str(tmp_path / "stop"), "--uncertainty-threshold", "1e-6",
+                 "--stop-when-uncertain"])  # fmt: skip
+    assert result["stopped"] == ["uncertain"] and result["uncertain_steps"] == [[1]]
+    assert "replica 0 stopped at step 1: the force uncertainty exceeded 1e-06 eV/Å" in capsys.readouterr().out
+    written = ase.io.read(tmp_path / "stop" / "replica_000.extxyz", index=":")
+    assert [frame.info["step"] for frame in written] == [0, 1] and written[-1].info["forces_uncertainty_max"] > 1e-6
+    result = md([*arguments, "--engine", "ase", "--output", str(tmp_path / "stop.traj"),
+                 "--uncertainty-threshold", "1e-6", "--stop-when-uncertain"])  # fmt: skip
     assert result["stopped"] == "uncertain" and result["steps_run"] == 0
     assert "the force uncertainty exceeded 1e-06 eV/Å" in capsys.readouterr().out
 
@@ -77,7 +84,7 @@ def test_md_threshold_on_a_checkpoint_without_an_estimate_is_a_clear_error(quick
     ase.io.write(structure, ethanol())
     with pytest.raises(ValueError, match=f"checkpoint '{checkpoint}' carries no uncertainty estimate"):
         md(["--checkpoint", str(checkpoint), "--structure", str(structure), "--steps", "2",
-              "--uncertainty-threshold", "0.1", "--trajectory", str(tmp_path / "md.traj")])  # fmt: skip
+              "--uncertainty-threshold", "0.1", "--output", str(tmp_path / "md")])  # fmt: skip
 
 
 def test_predict_writes_the_uncertainties_of_every_frame(committee_run, tmp_path):
@@ -110,5 +117,5 @@ def test_the_quickstart_writes_a_last_layer_uncertainty_checkpoint_that_md_monit
     structure = tmp_path / "start.extxyz"
     ase.io.write(structure, ethanol())
     result = md(["--checkpoint", str(last_layer), "--structure", str(structure), "--steps", "10", "--no-progress",
-                 "--uncertainty-threshold", "10", "--trajectory", str(tmp_path / "md.traj")])  # fmt: skip
-    assert result["stopped"] == "finished" and 0 < result["max_force_uncertainty"] < 10
+                 "--uncertainty-threshold", "10", "--output", str(tmp_path / "md")])  # fmt: skip
+    assert result["stopped"] == ["finished"] and 0 < result["max_force_uncertainty"][0] < 10

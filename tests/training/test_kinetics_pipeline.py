@@ -11,8 +11,8 @@ import pytest
 import torch
 from ase import Atoms, units
 
-from sciml.calculators.replica_md import ReplicaSettings, run_replicas
 from sciml.commands import kinetics
+from sciml.md import MDSettings, run_replicas
 
 TEMPERATURE = 300.0
 HEIGHT = 3.5 * units.kB * TEMPERATURE  # barrier, eV
@@ -34,8 +34,8 @@ def double_well(positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 def replica_folder(tmp_path_factory):
     folder = tmp_path_factory.mktemp("dimer") / "replicas"
     start = Atoms("C2", positions=[[0, 0, 0], [1.35, 0, 0]])
-    settings = ReplicaSettings("langevin", timestep=1.0, steps=12000, temperature=TEMPERATURE, friction=0.02,
-                               interval=20, seed=0)  # fmt: skip
+    settings = MDSettings("nvt-langevin", timestep=1.0, steps=12000, temperature=TEMPERATURE, friction=0.02,
+                          interval=20, seed=0)  # fmt: skip
     run_replicas(double_well, start, 8, settings, folder)
     return folder
 

@@ -1,5 +1,6 @@
-"""``sciml md``'s Langevin thermostat samples the temperature it is given (ASE's ``fixcm=False`` with a
-``FixCom`` constraint: 3N - 3 degrees of freedom), checked on a 19-atom cluster as a statistical test."""
+"""The ASE path's Langevin thermostat (``sciml md --engine ase``) samples the temperature it is given (ASE's
+``fixcm=False`` with a ``FixCom`` constraint: 3N - 3 degrees of freedom), checked on a 19-atom cluster as a
+statistical test."""
 
 from __future__ import annotations
 
@@ -8,12 +9,12 @@ from ase.calculators.emt import EMT
 from ase.cluster import Octahedron
 from ase.constraints import FixCom
 
-from sciml.calculators.md import MDSettings, run_md
+from sciml.md import MDSettings, run_ase_md
 
 
 def test_langevin_samples_the_target_temperature_of_a_small_cluster():
     atoms = Octahedron("Cu", 3, 0)  # 19 atoms: the centre of mass matters (3 of 57 degrees of freedom)
-    run = run_md(atoms, EMT(), MDSettings("nvt-langevin", timestep=0.5, steps=12000, temperature=700.0, seed=1,
+    run = run_ase_md(atoms, EMT(), MDSettings("nvt-langevin", timestep=0.5, steps=12000, temperature=700.0, seed=1,
                                           interval=20, friction=0.05))  # fmt: skip
     assert any(isinstance(constraint, FixCom) for constraint in atoms.constraints)
     temperatures = run["temperatures"][50:]  # after 0.5 ps (25 thermostat times)

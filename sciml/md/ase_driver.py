@@ -1,4 +1,6 @@
-"""Molecular dynamics with ASE for any ASE calculator (``sciml md`` runs it with a sciml checkpoint).
+"""The ASE-driven path: molecular dynamics with ASE's integrators for any ASE calculator, for users who want
+them and for ``npt`` (``sciml md --engine ase``, and ``--ensemble npt``). Everything else in sciml runs on
+the replica engine (:mod:`sciml.md.engine`); both take :class:`~sciml.md.settings.MDSettings`.
 
 Ensembles: ``nve`` (velocity Verlet), ``nvt-langevin`` (Langevin, friction in 1/fs, ``fixcm=False`` with a ``FixCom``
 constraint: exact NVT sampling, 3N - 3 degrees of freedom) and ``npt``
@@ -17,7 +19,6 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import ase.io
@@ -32,6 +33,7 @@ from ase.md.velocitydistribution import Stationary, ZeroRotation
 from ase.md.verlet import VelocityVerlet
 
 from sciml.data.files import AtomicOutput
+from sciml.md.settings import MDSettings
 
 try:  # ASE >= 3.29 (MaxwellBoltzmannDistribution is deprecated there)
     from ase.md.velocitydistribution import thermalize_momenta
@@ -42,43 +44,10 @@ except ImportError:  # ASE 3.23-3.28
         MaxwellBoltzmannDistribution(atoms, temperature_K=temperature_K, rng=rng)
 
 
-ENSEMBLES = ("nve", "nvt-langevin", "npt")
-
-
-@dataclass
-class MDSettings:
-    """What to run. ``friction``: Langevin, 1/fs. ``pressure``: NPT, bar. ``tdamp``/``pdamp``: NPT thermostat
-    and barostat time constants in fs (default 100 and 1000 time steps, ASE's advice).
-    ``uncertainty_threshold`` (eV/Å): with a calculator that reports ``forces_uncertainty``, the steps whose
-    largest per-atom value exceeds it are flagged (``uncertain_steps`` in the result) and, with
-    ``stop_when_uncertain``, the run stops at the first (``stopped = "uncertain"``, its frame written)."""
-
-    ensemble: str = "nve"
-    timestep: float = 0.5
-    steps: int = 1000
-    temperature: float = 300.0
-    seed: int = 0
-    interval: int = 10
-    friction: float = 0.01
-    pressure: float = 1.01325
-    tdamp: float | None = None
-    pdamp: float | None = None
-    uncertainty_threshold: float | None = None
-    stop_when_uncertain: bool = False
-
-    def __post_init__(self) -> None:
-        if self.ensemble not in ENSEMBLES:
-            raise ValueError(f"unknown ensemble '{self.ensemble}'; choose one of {ENSEMBLES}")
-        if self.timestep <= 0 or self.steps < 0 or self.interval < 1:
-            raise ValueError("timestep must be > 0 fs, steps >= 0 and interval >= 1")
-        if self.uncertainty_threshold is not None and not self.uncertainty_threshold > 0:
-            raise ValueError(f"uncertainty_threshold must be > 0 eV/Å, got {self.uncertainty_threshold}")
-        if self.stop_when_uncertain and self.uncertainty_threshold is None:
-            raise ValueError("stop_when_uncertain needs an uncertainty_threshold (eV/Å)")
-
-
 def dynamics_for(atoms: Atoms, settings: MDSettings):
     """The ASE dynamics object of ``settings.ensemble`` on ``atoms`` (calculator attached)."""
+    if settings.start_temperature is not None:
+        raise ValueError("the ASE path has no thermostat schedule (start_temperature, ramp_ps): use the engine")
     dt = settings.timestep * units.fs
     if settings.ensemble == "nve":
         return VelocityVerlet(atoms, dt)
@@ -118,7 +87,7 @@ def restart_frame(trajectory: str | Path) -> tuple[Atoms, int]:
     return atoms, int(atoms.info.get("md_step", 0))
 
 
-def run_md(
+def run_ase_md(
     atoms: Atoms,
     calculator,
     settings: MDSettings,
@@ -285,9 +254,3 @@ class UncertaintyMonitor:
         """``{"max_force_uncertainty": peak since the last call}`` (empty without an estimate); resets it."""
         recent, self.recent = self.recent, float("nan")
         return {} if recent != recent else {"max_force_uncertainty": recent}
-
-
-def energy_drift(times_ps: np.ndarray, total_energy: np.ndarray, n_atoms: int) -> tuple[float, float]:
-    """(slope of total energy per atom in eV/atom/ps, largest excursion from the start in eV/atom)."""
-    per_atom = total_energy / n_atoms
-    return float(np.polyfit(times_ps, per_atom, 1)[0]), float(np.abs(per_atom - per_atom[0]).max())

@@ -1,4 +1,4 @@
-"""The replica MD driver: NVE energy conservation, the canonical kinetic-energy distribution (3N - 3 degrees of
+"""The MD engine: NVE energy conservation, the canonical kinetic-energy distribution (3N - 3 degrees of
 freedom), exact configurational averages of a harmonic system, reproducible and resumable runs; and the batched
 potential against the ASE calculator, replica by replica."""
 
@@ -13,9 +13,11 @@ from ase.build import bulk, molecule
 from scipy import stats
 
 from sciml.calculators import SciMLCalculator
-from sciml.calculators.replica_md import ReplicaSettings, degrees_of_freedom, run_replicas
 from sciml.calculators.replicas import BatchedPotential
+from sciml.md import MDSettings, run_replicas
+from sciml.md.integrators import degrees_of_freedom
 from sciml.models import E2Former
+from sciml.testing import randomise_output_head
 
 SPRING = 2.0  # eV/Å^2
 
@@ -42,8 +44,8 @@ def chain(atoms: int = 5) -> Atoms:
 
 def test_velocity_verlet_conserves_energy():
     start = chain()
-    run = run_replicas(SpringChain(start), start, 4, ReplicaSettings("verlet", timestep=0.5, steps=2000,
-                                                                       temperature=300, interval=20))  # fmt: skip
+    run = run_replicas(SpringChain(start), start, 4, MDSettings("nve", timestep=0.5, steps=2000,
+                                                                  temperature=300, interval=20))  # fmt: skip
     total = run["total_energy"]
     kT = units.kB * 300
     # 2000 steps of ~1/30 of the fastest period: bounded fluctuation, no drift
@@ -53,7 +55,7 @@ def test_velocity_verlet_conserves_energy():
 
 def test_langevin_samples_the_canonical_kinetic_energy_and_harmonic_averages():
     start = chain()
-    settings = ReplicaSettings("langevin", timestep=1.0, steps=4000, temperature=500, friction=0.05, interval=100)
+    settings = MDSettings("nvt-langevin", timestep=1.0, steps=4000, temperature=500, friction=0.05, interval=100)
     run = run_replicas(SpringChain(start), start, 64, settings)
     kT = units.kB * 500
     dof = degrees_of_freedom(5, True)  # 12: the centre of mass does not move
@@ -70,12 +72,12 @@ def test_langevin_samples_the_canonical_kinetic_energy_and_harmonic_averages():
 
 def test_runs_are_reproducible_replicas_differ_and_a_resumed_run_continues_exactly(tmp_path):
     start = chain()
-    settings = ReplicaSettings("langevin", timestep=1.0, steps=40, temperature=300, friction=0.02, interval=10, seed=3)
+    settings = MDSettings("nvt-langevin", timestep=1.0, steps=40, temperature=300, friction=0.02, interval=10, seed=3)
     whole = run_replicas(SpringChain(start), start, 3, settings, tmp_path / "whole")
     again = run_replicas(SpringChain(start), start, 3, settings)
     assert torch.equal(whole["state"].positions, again["state"].positions)
     assert not torch.allclose(whole["state"].positions[0], whole["state"].positions[1])
-    half = ReplicaSettings("langevin", timestep=1.0, steps=20, temperature=300, friction=0.02, interval=10, seed=3)
+    half = MDSettings("nvt-langevin", timestep=1.0, steps=20, temperature=300, friction=0.02, interval=10, seed=3)
     run_replicas(SpringChain(start), start, 3, half, tmp_path / "split")
     with open(tmp_path / "split" / "replica_002.extxyz", "a") as handle:
         handle.write("5\nstep=30 half a frame\nC 0.0")  # killed while writing the next record
@@ -93,7 +95,7 @@ def test_runs_are_reproducible_replicas_differ_and_a_resumed_run_continues_exact
 def test_replicas_take_several_start_structures_in_turn_and_refuse_other_atoms(tmp_path):
     first, second = chain(), chain()
     second.positions[:, 1] += 0.3  # another conformer of the same atoms
-    settings = ReplicaSettings("langevin", timestep=1.0, steps=0, temperature=300, interval=10)
+    settings = MDSettings("nvt-langevin", timestep=1.0, steps=0, temperature=300, interval=10)
     run_replicas(SpringChain(first), [first, second], 3, settings, tmp_path)
     starts = [ase.io.read(tmp_path / f"replica_{r:03d}.extxyz", index=0).positions for r in range(3)]
     assert np.allclose(starts[0], first.positions) and np.allclose(starts[2], first.positions)
@@ -122,3 +124,74 @@ def test_the_batched_potential_equals_the_calculator_for_each_replica(system):
     before = potential.rebuilds
     potential(torch.tensor(positions + 0.01))  # within the skin: lists kept
     assert potential.rebuilds == before
+
+
+class WatchedChain(SpringChain):
+    """The spring chain with a per-atom force uncertainty: each atom's distance from the origin x 0.01 eV/Å²."""
+
+    def __call__(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        self.latest = positions
+        return super().__call__(positions)
+
+    def forces_uncertainty(self) -> torch.Tensor:
+        return 0.01 * self.latest.norm(dim=-1)
+
+
+def test_a_replica_above_the_threshold_stops_with_its_frame_written_and_the_others_go_on(tmp_path):
+    near, far = chain(), chain()
+    far.positions[:, 0] += 20.0  # sigma 0.2 eV/Å and more: above the threshold from the start
+    settings = MDSettings("nvt-langevin", timestep=1.0, steps=23, temperature=300, interval=10, seed=1,
+                          uncertainty_threshold=0.1, stop_when_uncertain=True)  # fmt: skip
+    run = run_replicas(WatchedChain(near), [near, far], 2, settings, tmp_path, log=tmp_path / "md.log")
+    assert run["stopped"] == ["finished", "uncertain"] and run["uncertain_steps"] == [[], [1]]
+    assert run["state"].replicas == [0] and run["state"].step == 23
+    steps = [[frame.info["step"] for frame in ase.io.read(tmp_path / f"replica_{r:03d}.extxyz", index=":")]
+             for r in range(2)]  # fmt: skip
+    assert steps == [[0, 10, 20], [0, 1]]  # the frame it stopped at is kept
+    assert 0.2 < run["max_force_uncertainty"][1] < 0.3 and run["max_force_uncertainty"][0] < 0.1
+    assert np.isnan(run["temperature"][1:, 1]).all() and np.isfinite(run["temperature"][:, 0]).all()
+    lines = (tmp_path / "md.log").read_text().splitlines()
+    assert lines[0].startswith("# step") and len(lines) == 1 + 2 + 1 + 1  # records 0 (both), 10 and 20 (one)
+
+
+def test_the_callers_rules_end_replicas_and_an_interrupted_run_keeps_its_frames(tmp_path):
+    start = chain()
+    settings = MDSettings("nve", timestep=0.5, steps=50, temperature=300, interval=5)
+
+    def end_replica_one_at_step_7(state, sigma):
+        assert sigma is None  # the uncertainty is not watched
+        return [row for row, replica in enumerate(state.replicas) if not (replica == 1 and state.step >= 7)]
+
+    def interrupt_at_step_30(record):
+        if record["step"] == 30:
+            raise KeyboardInterrupt
+
+    run = run_replicas(SpringChain(start), start, 3, settings, tmp_path, on_step=end_replica_one_at_step_7,
+                       on_record=interrupt_at_step_30)  # fmt: skip
+    assert run["stopped"] == ["interrupted", "ended", "interrupted"] and run["state"].step == 30
+    assert run["state"].replicas == [0, 2] and run["steps"] == 30
+    written = [len(ase.io.read(tmp_path / f"replica_{r:03d}.extxyz", index=":")) for r in range(3)]
+    assert written == [7, 2, 7]  # steps 0-30 every 5; replica 1 left at step 7
+
+
+def test_the_engine_and_ases_velocity_verlet_run_the_same_trajectory(tmp_path):
+    """NVE from the same positions and momenta: the engine (R = 1) and ASE's ``VelocityVerlet`` with the calculator
+    agree step for step (float64): one integrator, whichever path a command takes."""
+    from ase.md.verlet import VelocityVerlet
+
+    torch.manual_seed(0)
+    atoms = molecule("CH3CH2OH")
+    model = randomise_output_head(E2Former([1, 6, 8], cutoff=3.0, channels=8, layers=1)).double().eval()
+    atoms.set_momenta(np.random.default_rng(1).normal(scale=0.3, size=(len(atoms), 3)))
+    atoms.info["step"] = 0
+    ase.io.write(tmp_path / "replica_000.extxyz", atoms)  # a run to resume, with its momenta
+    start = ase.io.read(tmp_path / "replica_000.extxyz")
+    settings = MDSettings("nve", timestep=0.5, steps=20, interval=20, fix_com=False)
+    potential = BatchedPotential(model, atoms.numbers, dtype="float64")
+    engine = run_replicas(potential, start, 1, settings, tmp_path, resume=True)
+    start.calc = SciMLCalculator(model, dtype="float64")
+    VelocityVerlet(start, 0.5 * units.fs).run(20)
+    assert np.abs(start.positions - atoms.positions).max() > 1e-3  # it moved
+    np.testing.assert_allclose(engine["state"].positions[0].numpy(), start.positions, atol=1e-10)
+    np.testing.assert_allclose(engine["state"].velocities[0].numpy() * start.get_masses()[:, None],
+                               start.get_momenta(), atol=1e-10)  # fmt: skip
