@@ -25,7 +25,6 @@ import sys
 from argparse import Namespace
 
 import lightning as L
-from jsonargparse._actions import _ActionPrintConfig
 from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
 
 
@@ -54,15 +53,13 @@ class SciMLCLI(LightningCLI):
 
 
 def _unvalidated_parse(parser, args) -> Namespace | None:
-    """The parsed config without validation, printing or exiting; ``None`` when it does not parse (the real
-    parse then reports the problem, or prints the help)."""
+    """The parsed config without validation, printing or exiting (``--print_config`` left out: the real parse
+    prints it); ``None`` when it does not parse (the real parse then reports the problem, or prints the help)."""
+    args = list(sys.argv[1:] if args is None else args)
+    quiet = [arg for arg in args if arg.split("=", 1)[0] != "--print_config"]
     try:
-        with (
-            _ActionPrintConfig.skip_print_config(),
-            contextlib.redirect_stdout(io.StringIO()),
-            contextlib.redirect_stderr(io.StringIO()),
-        ):
-            return parser.parse_args(args, _skip_validation=True)
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            return parser.parse_args(quiet, _skip_validation=True)
     except SystemExit:
         return None
 
@@ -122,23 +119,49 @@ def _free_name(directory: str | None, filename: str) -> str:
     return next(c for c in candidates if not os.path.exists(os.path.join(directory or ".", c)))
 
 
-# subcommands that are not Lightning runs
+# subcommands that are not Lightning runs: (module, one line for ``sciml --help``)
 COMMANDS = {
-    "data": "sciml.commands.data",
-    "export": "sciml.commands.export",
-    "kinetics": "sciml.commands.kinetics",
-    "learn": "sciml.commands.learn",
-    "md": "sciml.commands.md",
-    "pipeline": "sciml.commands.pipeline",
-    "serve": "sciml.commands.serve",
+    "md": ("sciml.commands.md", "molecular dynamics of a structure with a trained potential (one or many replicas)"),
+    "learn": ("sciml.commands.learn", "a potential with calibrated uncertainty from a molecule and a quantum-chemistry "
+              "oracle, learned on the fly"),
+    "pipeline": ("sciml.commands.pipeline", "from a molecule to its kinetics report: learn, replica MD, kinetics"),
+    "kinetics": ("sciml.commands.kinetics", "timescales, CK test, states, populations and MFPTs with error bars "
+                 "from trajectories"),
+    "export": ("sciml.commands.export", "a trained potential as a metatomic model file (LAMMPS, i-PI, ASE, ...)"),
+    "serve": ("sciml.commands.serve", "a trained potential as an i-PI client"),
+    "data": ("sciml.commands.data", "sciml data prepare: an HDF5 frame store for data larger than memory"),
+}  # fmt: skip
+
+
+# the Lightning runs, one line each
+LIGHTNING_RUNS = {
+    "fit": "train a model from a config (sciml fit --config configs/e2former/quickstart.yaml)",
+    "validate": "evaluate a checkpoint on the validation split",
+    "test": "evaluate a checkpoint on the test split",
+    "predict": "write a checkpoint's predictions (and uncertainties) for new frames",
 }
 
 
+def overview() -> str:
+    """``sciml --help``: every subcommand with one line."""
+    lines = ["usage: sciml <command> [options]   (sciml <command> --help: its options)", "", "commands:"]
+    summaries = {**LIGHTNING_RUNS, **{name: summary for name, (_, summary) in COMMANDS.items()}}
+    width = max(map(len, summaries))
+    lines += [f"  {name:<{width}}  {summary}" for name, summary in summaries.items()]
+    lines += ["", "Options are kebab-case and mean one thing in every command (--output, --timestep in fs, --replicas,",
+              "--dtype float32 by default); sciml fit's --section.key options mirror its YAML config."]  # fmt: skip
+    return "\n".join(lines)
+
+
 def main(args: list[str] | None = None) -> None:
-    """Entry point of ``sciml`` and ``python -m sciml``: ``sciml data ...`` or a Lightning run."""
+    """Entry point of ``sciml`` and ``python -m sciml``: ``sciml md ...`` and the other commands, or a Lightning
+    run; ``sciml``, ``sciml -h`` and ``sciml --help`` list them all."""
     args_list = list(sys.argv[1:] if args is None else args)
-    if args_list and args_list[0] in COMMANDS:
-        importlib.import_module(COMMANDS[args_list[0]]).main(args_list[1:])
+    if not args_list or args_list[0] in ("-h", "--help"):
+        print(overview())
+        return
+    if args_list[0] in COMMANDS:
+        importlib.import_module(COMMANDS[args_list[0]][0]).main(args_list[1:])
         return
     run(args)
 
@@ -151,10 +174,6 @@ def run(args: list[str] | None = None) -> SciMLCLI:
         subclass_mode_model=True,
         subclass_mode_data=True,
         save_config_callback=KeepingSaveConfig,
-        parser_kwargs={
-            "epilog": "Also: sciml md --help (molecular dynamics), sciml serve --help (i-PI client), "
-            "sciml data prepare --help (frame stores for data larger than memory), "
-            "sciml learn --help (on-the-fly learning from a quantum-chemistry oracle)."
-        },
+        parser_kwargs={"epilog": "Every sciml command, with one line each: sciml --help."},
         args=args,
     )

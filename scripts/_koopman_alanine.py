@@ -74,7 +74,7 @@ def dihedral_vamp(phi: np.ndarray, psi: np.ndarray, n_train: int, test: slice) -
 
 def make_encoder(kind: str, data: AtomsDataModule, output_dim: int) -> nn.Module:
     if kind == "e2former":
-        return MolecularEncoder(data.species, data.cutoff, output_dim, channels=32, lmax=2, layers=2)
+        return MolecularEncoder(data.species, data.cutoff, output_dim, backbone={"channels": 32, "layers": 2})
     return DistanceEncoder(heavy_atoms(read(PATH, index=0).numbers), output_dim, hidden=(64, 64))
 
 

@@ -51,8 +51,8 @@ from sciml.active import ActiveLearning, ExplorationSettings, LearningSettings, 
 from sciml.active.exploration import covalent_bonds
 from sciml.active.structures import molecule_from_smiles
 from sciml.calculators import SciMLCalculator, load_model
-from sciml.calculators.calibration import calibration_report
 from sciml.md.ase_driver import initial_velocities
+from sciml.uncertainty.report import calibration_report
 
 ROOT = Path(__file__).resolve().parents[1]
 SMILES = "CC(=O)Nc1ccc(O)cc1"  # paracetamol

@@ -42,6 +42,7 @@ def make_layer_case(method: str, channels: int, neighbours: int, n: int, device:
     from sciml.models.baselines import use_edge_convolutions
     from sciml.models.e2former.attention import Wigner6jAttention
     from sciml.models.e2former.context import GraphContext
+    from sciml.models.e2former.settings import BlockSettings, EdgeSettings
 
     torch.manual_seed(0)
     batch, _ = periodic_system(n, neighbours)
@@ -49,7 +50,8 @@ def make_layer_case(method: str, channels: int, neighbours: int, n: int, device:
     context = GraphContext.build(
         batch.pos, torch.zeros_like(batch.numbers), batch.batch, 1, batch.edge_index, batch.shifts, max_order=2
     )
-    layer = Wigner6jAttention(2, channels, heads=4, order=1, edge_features=48, backend="auto").to(device)
+    settings = BlockSettings(2, channels, heads=4, order=1, edges=EdgeSettings(48, channels), backend="auto")
+    layer = Wigner6jAttention(settings).to(device)
     if method == "baseline":
         layer = use_edge_convolutions(layer).to(device)
     edge_features = torch.randn(context.distances.shape[0], 48, device=device)

@@ -160,7 +160,7 @@ def main() -> None:
                str(args.replicas), "--production-ps", str(args.production_ps), "--equilibration-ps",
                str(args.equilibration_ps), "--atoms", "heavy+polar-h", "--lag", str(args.lag), "--koopman-epochs",
                str(args.koopman_epochs), "--samples", str(kinetics["samples"]), "--microstates",
-               str(kinetics["microstates"]), "--directory", str(work / "ml"), "--seed", "1",
+               str(kinetics["microstates"]), "--output", str(work / "ml"), "--seed", "1",
                "--no-progress"]  # fmt: skip
     print("sciml pipeline " + " ".join(command), flush=True)
     ml = pipeline.main(command)

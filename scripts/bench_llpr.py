@@ -3,7 +3,7 @@ posterior ensemble) and of a committee, on the same frames.
 
 One E2Former (the active-learning loop's ``small`` preset and training, ``sciml.active.train_round``) is trained
 on ``data/aspirin_md/train_500K`` (GFN2-xTB, 500 K). Its last-layer uncertainty is then fitted on the same
-training and validation splits three ways (:class:`sciml.models.LastLayerUncertainty`): the per-atom energy
+training and validation splits three ways (:class:`sciml.uncertainty.LastLayerUncertainty`): the per-atom energy
 rigidity (k = 0), the distance of each atom's features from the training atoms' under a ``--density-components``
 mixture per element (the default estimate), and for each ``--samples`` k > 0 the spread of the forces of a
 k-member last-layer ensemble drawn from the posterior. On the independent test runs at 400 K and 600 K (600 K:
@@ -42,10 +42,10 @@ from _results import RESULTS, markdown_table, write_results
 from sciml.active import TrainingSettings, train_round
 from sciml.active.training import round_data
 from sciml.calculators import SciMLCalculator, load_model
-from sciml.calculators.calibration import calibration_report
 from sciml.nn.checkpoint import write_model_checkpoint
 from sciml.training import PotentialModule
-from sciml.training.uncertainty import DENSITY_COMPONENTS, fit_last_layer_uncertainty
+from sciml.uncertainty.fitting import DENSITY_COMPONENTS, fit_last_layer_uncertainty
+from sciml.uncertainty.report import calibration_report
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data" / "aspirin_md"

@@ -138,13 +138,14 @@ def interleaved_seconds(repeat: int, repeats: int) -> dict[str, float]:
 def layer_seconds(repeat: int, frame_size: float, repeats: int) -> float:
     from sciml.models.e2former.attention import Wigner6jAttention
     from sciml.models.e2former.context import GraphContext
+    from sciml.models.e2former.settings import BlockSettings, EdgeSettings
 
     torch.manual_seed(0)
     _, single, _ = batches(repeat)
     context = GraphContext.build(
         single.pos, torch.zeros_like(single.numbers), single.batch, 1, single.edge_index, single.shifts, 1, frame_size
     )
-    layer = Wigner6jAttention(2, 32, heads=4, order=1, edge_features=96)
+    layer = Wigner6jAttention(BlockSettings(2, 32, heads=4, order=1, edges=EdgeSettings(96, 32)))
     h = torch.randn(single.pos.shape[0], 9, 32, requires_grad=True)
     edge_features = torch.randn(context.distances.shape[0], 96)
     envelope = torch.rand(context.distances.shape[0])

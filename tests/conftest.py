@@ -116,9 +116,10 @@ def committee_run(tmp_path_factory):
     import torch
 
     from sciml.data import AtomsDataModule
-    from sciml.models import Committee, E2Former
+    from sciml.models import E2Former
     from sciml.training import PotentialModule
     from sciml.training.callbacks import RunCheckpoints
+    from sciml.uncertainty import Committee
 
     folder = tmp_path_factory.mktemp("committee")
     base = molecule("CH3CH2OH")

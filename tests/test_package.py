@@ -1,5 +1,5 @@
-"""Package hygiene: ``sciml.testing`` imports without pytest, tests import nothing from ``scripts/``, and runs
-write their outputs atomically into their run directory only."""
+"""Package hygiene: imports run only down the house, ``sciml.testing`` imports without pytest, tests import
+nothing from ``scripts/``, and runs write their outputs atomically into their run directory only."""
 
 from __future__ import annotations
 
@@ -10,6 +10,36 @@ import sys
 import pytest
 
 from tests.conftest import ROOT
+
+#: The floors of the house (docs/design.md, "The map"): a package imports from its own floor or below.
+FLOORS = {
+    "data": 1, "equivariant": 1,
+    "nn": 2,
+    "models": 3, "uncertainty": 3, "koopman": 3,
+    "training": 4,
+    "calculators": 5, "md": 5, "interfaces": 5,
+    "active": 6,
+    "pipelines": 7,
+    "commands": 8, "cli": 8,
+    "testing": 9,
+}  # fmt: skip
+
+
+def test_imports_run_only_down_the_house():
+    packages = {path.name for path in (ROOT / "sciml").iterdir() if path.is_dir() and path.name != "__pycache__"}
+    assert packages | {"cli"} == set(FLOORS), "a new package needs its floor in FLOORS and in docs/design.md"
+    upward = []
+    for path in sorted((ROOT / "sciml").rglob("*.py")):
+        parts = path.relative_to(ROOT / "sciml").parts
+        here = parts[0] if len(parts) > 1 else path.stem
+        if here not in FLOORS:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("sciml."):
+                there = node.module.split(".")[1]
+                if FLOORS.get(there, 0) > FLOORS[here]:
+                    upward.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {node.module}")
+    assert not upward, upward
 
 
 def test_sciml_testing_imports_without_pytest():
@@ -81,5 +111,5 @@ def test_fit_predict_and_md_write_only_into_their_run_directory(tmp_path, monkey
     md += ["data/ethanol_gfn2.extxyz", "--steps", "20", "--dtype", "float32"]
     result = subprocess.run(md, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert (checkpoint.parent.parent / "md.traj").exists()
+    assert (checkpoint.parent.parent / "md" / "replica_000.extxyz").exists()
     assert git_status() == before

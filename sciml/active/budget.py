@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 
 from sciml.active.exploration import ExplorationSettings
 
-FINAL_SHARE = 0.25  # of the budget: paracetamol's 61.7 min loop spent 20 min on its final 200 epochs
+FINAL_SHARE = 0.25  # of the budget: what bench_active's loop spent on its final training (docs/benchmarks/active.md)
 MINIMUM_FINAL_SHARE = 0.1  # the final training's time when the rounds overran the plan
 
 

@@ -1,18 +1,17 @@
 """The written model's uncertainty, calibrated on frames of its own MD at the target temperature.
 
 Training fits the uncertainty's two scales on the validation split of the labelled frames
-(:mod:`sciml.training.uncertainty`: s^2 = sum e^2 / sum u^2). In active learning that split is biased: it
+(:mod:`sciml.uncertainty.fitting`, by the rule of :mod:`sciml.uncertainty.scales`: s^2 = sum e^2 / sum u^2).
+In active learning that split is biased: it
 holds rattled copies of the start and frames the loop picked *because* the model was uncertain there, not the
 frames the model will meet in a simulation. The scales fitted there need not hold in MD at the target
 temperature. So the model the loop writes gets both scales refitted, by the same rule, on held-out frames of
 its own MD: ``frames`` frames uniform in time over runs after the ramp (:func:`sample_frames`), labelled by
-the oracle. The factor each scale is multiplied by is RMS(error) / RMS(sigma) over those frames
-(:func:`scale_factors`).
+the oracle. The factor each scale is multiplied by is that rule's s for the model's calibrated sigmas over
+those frames (:func:`scale_factors`).
 
-In ``scripts/bench_active.py`` (paracetamol, 500 K) the final model trained 200 epochs covered 97.2 % of the
-force components of the 500 K test frames within 2 sigma, and its RMS sigma was 1.39x its RMS error there:
-fitted on the loop's picks, the scale was too large for MD frames. Refitted on 50 frames of its own MD, it was
-multiplied by 0.74.
+What the refit changes, measured by ``scripts/bench_active.py``: ``docs/benchmarks/active.md`` and
+``docs/benchmarks/earlier.md``.
 """
 
 from __future__ import annotations
@@ -20,13 +19,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
 from ase import Atoms
 
 from sciml.active.exploration import ExplorationSettings, explore, shares
-from sciml.calculators.calibration import calibration_report
 from sciml.calculators.checkpoint import load_model
 from sciml.nn.checkpoint import write_model_checkpoint
+from sciml.uncertainty.report import calibration_report
+from sciml.uncertainty.scales import scale_factor
 
 
 def sample_frames(
@@ -61,22 +60,22 @@ def sample_frames(
 
 
 def scale_factors(checkpoint: str | Path, labelled: list[Atoms]) -> tuple[float, float]:
-    """(energy, force) factors RMS(error) / RMS(sigma) of ``checkpoint``'s model on the ``labelled`` frames:
-    its scales times these are the scales fitted on them."""
+    """(energy, force) factors s, s^2 = sum e^2 / sum sigma^2 (:func:`~sciml.uncertainty.scales.scale_factor`),
+    of ``checkpoint``'s model on the ``labelled`` frames: its scales times these are the scales fitted on them."""
     from sciml.calculators import SciMLCalculator
 
     report = calibration_report(SciMLCalculator.from_checkpoint(checkpoint, uncertainty=True), labelled)
-    energy = np.sqrt(np.mean(report.energy_error**2) / np.mean(report.energy_uncertainty**2))
-    force = np.sqrt(np.mean(report.component_error**2) / np.mean(report.component_uncertainty**2))
-    return float(energy), float(force)
+    energy = scale_factor(report.energy_error, report.energy_uncertainty)
+    force = scale_factor(report.component_error, report.component_uncertainty)
+    return energy, force
 
 
 def rescaled_checkpoint(checkpoint: str | Path, factors: tuple[float, float], output: str | Path) -> Path:
     """``checkpoint``'s model with its energy and force uncertainty scales multiplied by ``factors``, written
     to ``output``; predictions unchanged."""
     model = load_model(checkpoint)
-    for name, factor in zip(("energy_uncertainty_scale", "force_uncertainty_scale"), factors, strict=True):
-        if not np.isfinite(factor) or factor <= 0:
-            raise ValueError(f"{checkpoint}: {name} factor {factor} is not a positive number")
-        getattr(model, name).mul_(factor)
+    try:
+        model.rescale(*factors)
+    except ValueError as error:
+        raise ValueError(f"{checkpoint}: {error}") from error
     return write_model_checkpoint(model, output)

@@ -72,8 +72,8 @@ class LearningSettings:
     most) label the start; ``source`` names the start (a SMILES string, a file) and must match on resuming;
     ``confirmations``: how often the final model may be retrained after a confirmation run (the exploration's
     ramp, then ``confirm_hold_ps`` at the target) that went above ``confirm_level`` times the threshold (0, or
-    ``rounds`` 0: no confirmation run). ``confirm_level`` 0.8: the largest uncertainty of the final model's
-    100 ps run at 500 K was 1.18x that of its 12 ps confirmation run in ``scripts/bench_active.py``.
+    ``rounds`` 0: no confirmation run); ``confirm_level`` 0.8, DP-GEN's stricter second level (why this
+    value: a long run's largest uncertainty against its confirmation run's, ``docs/benchmarks/earlier.md``).
     ``calibration_frames``: before each confirmation run, that many frames of the model's own MD at the target
     are labelled and its uncertainty scales refitted on them (:mod:`sciml.active.calibration`; 0: the
     validation split's scales). ``time_budget_min``: the minutes (the phase clocks' sum) in which the loop

@@ -2,10 +2,10 @@
 uncertainty) on every frame labelled so far, continued from the previous round's weights.
 
 The frames are dealt at random into training and validation (``validation_fraction``, reseeded each round);
-the validation split calibrates the uncertainty after training (:mod:`sciml.training.uncertainty`): the LLPR
+the validation split calibrates the uncertainty after training (:mod:`sciml.uncertainty.fitting`): the LLPR
 fit, or a committee's two scales. A committee's members train one after the other, each on its own and with
 its own order of the training batches (DP-GEN's independent trainings), not jointly on the same batches as a
-``sciml fit`` of :class:`~sciml.models.Committee` does; with ``committee_data="bootstrap"`` each member trains
+``sciml fit`` of :class:`~sciml.uncertainty.Committee` does; with ``committee_data="bootstrap"`` each member trains
 on its own bootstrap resample of the training split (bagging). The result is a model checkpoint (spec and EMA weights)
 that :class:`~sciml.calculators.SciMLCalculator` loads with its uncertainty.
 """
@@ -23,13 +23,14 @@ import torch
 
 from sciml.calculators.checkpoint import load_model
 from sciml.data import AtomsDataModule
-from sciml.models import Committee, E2Former
-from sciml.models.last_layer import LastLayerUncertainty, check_force_uncertainty
+from sciml.models import E2Former
 from sciml.nn.checkpoint import write_model_checkpoint
 from sciml.training import PotentialModule
 from sciml.training.callbacks import FitScheduleToTime
 from sciml.training.potential_module import recipe_optimizer, recipe_scheduler
-from sciml.training.uncertainty import calibrate_committee, fit_last_layer_uncertainty
+from sciml.uncertainty import Committee
+from sciml.uncertainty.fitting import calibrate_committee, fit_last_layer_uncertainty
+from sciml.uncertainty.last_layer import LastLayerUncertainty, check_force_uncertainty
 
 UNCERTAINTIES = ("committee", "last-layer")
 COMMITTEE_DATA = ("shared", "bootstrap")
@@ -41,15 +42,14 @@ class TrainingSettings:
     """``preset``: the E2Former size (:meth:`~sciml.models.E2Former.preset`); ``uncertainty``: ``"last-layer"``
     (one model, LLPR: the default, an MD step costs one model) or ``"committee"`` (``committee_size`` members,
     each step costs all of them); ``epochs`` for the first round, ``epochs_per_round`` after it (continuing
-    from the previous weights), ``final_epochs`` for the final model on everything labelled (200: on paracetamol's
-    351 frames, 31.9 against 38.1 meV/Å at 500 K for 100 epochs, ``docs/active.md``); ``cutoff`` in Å;
+    from the previous weights), ``final_epochs`` for the final model on everything labelled (200, measured
+    against 100 in ``docs/benchmarks/earlier.md``); ``cutoff`` in Å;
     ``density_components``: the last-layer force uncertainty from the distance of each atom's features to the
     training atoms' under that many mixture components per element (None, the default: 8, or none with
     ``force_samples``; 0: the energy rigidity); ``force_samples``: instead, from that many posterior samples of the
-    last layer (:class:`~sciml.models.LastLayerUncertainty`); ``learning_rate``: the recipe's peak learning rate
-    for these short trainings (a round is a few thousand steps or fewer, where 5e-3 learns faster than the long
-    runs' 1e-2: validation force MAE 50.2 against 55.3 meV/Å after 9 epochs of aspirin,
-    ``docs/benchmarks/earlier.md``); ``committee_data``: what a committee's members train on, ``"shared"``
+    last layer (:class:`~sciml.uncertainty.LastLayerUncertainty`); ``learning_rate``: the recipe's peak learning rate
+    for these short trainings (a round is a few thousand steps or fewer: 5e-3, measured against the long runs'
+    1e-2 in ``docs/benchmarks/earlier.md``); ``committee_data``: what a committee's members train on, ``"shared"``
     (every training frame, each member from its own initialisation and in its own batch order) or
     ``"bootstrap"`` (each member on its own bootstrap resample of the training frames, bagging)."""
 
@@ -154,12 +154,12 @@ def train_round(
             model.members[index] = module.evaluation_model
         data.shuffle_offset, data.bootstrap_training = 0, False
         evaluated = model
-        calibrate_committee(evaluated, data.val_dataloader(), lambda batch: module._in_model_dtype(batch))
+        calibrate_committee(evaluated, data.val_dataloader(), lambda batch: module.in_model_dtype(batch))
     else:
         module = train_energy_model(model, data, settings, epochs, directory, max_seconds)
         evaluated = module.evaluation_model
         if settings.uncertainty == "last-layer":
-            prepare = lambda batch: module._in_model_dtype(batch.to(module.device))  # noqa: E731
+            prepare = lambda batch: module.in_model_dtype(batch.to(module.device))  # noqa: E731
             evaluated = fit_last_layer_uncertainty(evaluated, data.train_dataloader(), data.val_dataloader(), prepare,
                                                    settings.force_samples, settings.density_components)  # fmt: skip
     with torch.no_grad():

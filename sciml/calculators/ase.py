@@ -19,13 +19,9 @@ from sciml.data.neighbours import radius_graph
 from sciml.equivariant.graph import grown_capacity
 from sciml.nn.compilation import compile_for_inference
 from sciml.nn.forces import ForceStressOutput
+from sciml.uncertainty import has_uncertainty
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
-
-
-def has_uncertainty(model: nn.Module) -> bool:
-    """Whether ``model`` estimates the uncertainty of its predictions (``model.uncertainty(outputs)``)."""
-    return callable(getattr(model, "uncertainty", None))
 
 
 def model_on(
@@ -50,10 +46,10 @@ class SciMLCalculator(Calculator):
         model: an energy model in eval mode (``model.species``, ``model.cutoff``); training mode is refused.
         device: torch device. dtype: ``"float32"`` or ``"float64"``. skin: neighbour-list skin in Å.
         uncertainty: ``None``: report ``energy_uncertainty`` (eV) and ``forces_uncertainty`` (N,) (eV/Å, per
-            force component of each atom) when the model carries an estimate (a
-            :class:`~sciml.models.Committee`: its calibrated spread); ``True``: require one (a clear error
-            otherwise); ``False``: never report them. source: where ``model`` came from (a checkpoint path),
-            named in errors.
+            force component of each atom) when the model carries an estimate (an
+            :class:`~sciml.uncertainty.UncertaintyModel`: a committee, a last-layer model); ``True``: require
+            one (a clear error otherwise); ``False``: never report them. source: where ``model`` came from (a
+            checkpoint path), named in errors.
         compile: ``torch.compile`` of the layers of every E2Former in the model (a committee's members, the
             model inside a last-layer uncertainty; :func:`~sciml.nn.compilation.compile_for_inference`); the
             first call compiles, about a minute on a CPU.
@@ -93,8 +89,8 @@ class SciMLCalculator(Calculator):
         if self.reports_uncertainty and not has_uncertainty(model):
             where = f"checkpoint '{source}'" if source else f"the {type(model).__name__} model"
             raise ValueError(
-                f"{where} carries no uncertainty estimate (train a sciml.models.Committee for one), "
-                "but uncertainty=True asked for it"
+                f"{where} carries no uncertainty estimate (a sciml.uncertainty model: a committee or a last-layer "
+                "uncertainty), but uncertainty=True asked for it"
             )
         if self.reports_uncertainty and not model.calibrated:
             warnings.warn(

@@ -15,9 +15,10 @@ import torch
 from torch import nn
 from torch_geometric.data import Data
 
-from sciml.calculators.ase import has_uncertainty, model_on
+from sciml.calculators.ase import model_on
 from sciml.data.neighbours import radius_graph
 from sciml.nn.compilation import compile_for_inference
+from sciml.uncertainty import has_uncertainty
 
 
 class BatchedPotential:
@@ -99,7 +100,7 @@ class BatchedPotential:
 
     def forces_uncertainty(self) -> torch.Tensor:
         """(R, N) per-atom force uncertainty (eV/Å) of the latest call, from a model that estimates one
-        (:func:`~sciml.calculators.ase.has_uncertainty`: a last-layer estimate or a committee); an error
+        (an :class:`~sciml.uncertainty.UncertaintyModel`: a last-layer estimate or a committee); an error
         otherwise."""
         if not has_uncertainty(self.model):
             raise ValueError(f"the {type(self.model).__name__} model carries no uncertainty estimate")

@@ -1,19 +1,19 @@
 """``sciml data prepare``: write a frame store for out-of-core training (:mod:`sciml.data.frame_store`)::
 
-    sciml data prepare --train_paths train.extxyz --val_paths valid.extxyz --test_paths test.extxyz \\
-        --energy_key REF_energy --forces_key REF_forces --output runs/data/mydata.h5
-    sciml data prepare --paths big_folder/ --split [0.9,0.05,0.05] --split_mode random --output big.h5
+    sciml data prepare --train-paths train.extxyz --val-paths valid.extxyz --test-paths test.extxyz \\
+        --energy-key REF_energy --forces-key REF_forces --output runs/data/mydata.h5
+    sciml data prepare --paths big_folder/ --split 0.9 0.05 0.05 --split-mode random --output big.h5
 
 then train with ``data.init_args.prepared: big.h5`` instead of ``paths``.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import time
 
-from jsonargparse import ArgumentParser
-
+from sciml.commands.options import add_renamed
 from sciml.data.labels import LabelKeys, atomic_numbers_of
 from sciml.data.prepare import prepare_frame_store
 
@@ -73,14 +73,52 @@ def prepare(
     return summary
 
 
+def parser() -> argparse.ArgumentParser:
+    """``sciml data`` and its subcommand ``prepare`` (kebab-case options; the snake_case ones of 0.2 still work)."""
+    parser = argparse.ArgumentParser(prog="sciml data", description="Data preparation for out-of-core training.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    prepare_parser = commands.add_parser("prepare", help="write an HDF5 frame store from trajectory files",
+                                         description=prepare.__doc__.splitlines()[0])  # fmt: skip
+    add = prepare_parser.add_argument
+    add("--output", required=True, help="the store to write (.h5); refused if it exists, unless --overwrite")
+    add("--paths", nargs="+", help="files or folders dealt to the splits by --split, --split-mode and --seed")
+    add("--train-paths", nargs="+", help="files whole in the training split")
+    add("--val-paths", nargs="+", help="files whole in the validation split")
+    add("--test-paths", nargs="+", help="files whole in the test split")
+    add("--split", nargs="+", default=["0.8", "0.1", "0.1"], help="train, validation and test fractions of --paths")
+    add("--split-mode", default="auto", help="auto, trajectory, contiguous or random (as AtomsDataModule)")
+    add("--seed", type=int, default=0, help="split seed, stored")
+    add("--species", nargs="+", help="elements the model will know (default: those in the data)")
+    add("--labels", nargs="+", help="labels every frame must carry (default energy and forces)")
+    add("--energy-key", help="atoms.info key of the energy (eV); default: the calculator's results")
+    add("--forces-key", help="atoms.arrays key of the forces (eV/Å)")
+    add("--stress-key", help="atoms.info key of the stress (eV/Å^3)")
+    add("--overwrite", action="store_true", help="replace an existing output")
+    for old in ("train_paths", "val_paths", "test_paths"):
+        add_renamed(prepare_parser, f"--{old}", f"--{old.replace('_', '-')}", old, nargs="+")
+    add_renamed(prepare_parser, "--split_mode", "--split-mode", "split_mode")
+    for old in ("energy_key", "forces_key", "stress_key"):
+        add_renamed(prepare_parser, f"--{old}", f"--{old.replace('_', '-')}", old)
+    return parser
+
+
+def split_fractions(values: list[str]) -> tuple[float, float, float]:
+    """``--split 0.9 0.05 0.05`` (or, as before 0.3, ``--split [0.9,0.05,0.05]``)."""
+    text = " ".join(values).strip("[]() ").replace(",", " ")
+    try:
+        fractions = tuple(float(value) for value in text.split())
+    except ValueError:
+        raise SystemExit(f"sciml data prepare: --split takes three fractions, got {values}") from None
+    if len(fractions) != 3:
+        raise SystemExit(f"sciml data prepare: --split takes three fractions (train, val, test), got {values}")
+    return fractions
+
+
 def main(args: list[str]) -> None:
     """``sciml data prepare ...``."""
-    parser = ArgumentParser(prog="sciml data", description="Data preparation for out-of-core training.")
-    commands = parser.add_subcommands()
-    prepare_parser = ArgumentParser(description=prepare.__doc__.splitlines()[0])
-    prepare_parser.add_function_arguments(prepare, as_group=False)
-    commands.add_subcommand("prepare", prepare_parser, help="write an HDF5 frame store from trajectory files")
-    config = parser.parse_args(args)
-    arguments = config.prepare.as_dict()
-    arguments.pop("__path__", None)
-    print(json.dumps(prepare(**arguments), indent=2))
+    options = vars(parser().parse_args(args))
+    options.pop("command")
+    options["split"] = split_fractions(options["split"])
+    species = options["species"]
+    options["species"] = [int(s) if s.isdigit() else s for s in species] if species else None
+    print(json.dumps(prepare(**options), indent=2))

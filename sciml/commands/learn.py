@@ -1,6 +1,6 @@
 """``sciml learn``: a potential with calibrated uncertainty from a molecule and a quantum-chemistry oracle.
 
-    sciml learn --smiles 'CC(=O)Oc1ccccc1C(=O)O' --temperature 500 --directory runs/learn-aspirin
+    sciml learn --smiles 'CC(=O)Oc1ccccc1C(=O)O' --temperature 500 --output runs/learn-aspirin
     sciml learn --config configs/learn/aspirin.yaml
 
 Starts from a SMILES string (RDKit ETKDG + MMFF; ``--conformers N`` explores from up to N distinct
@@ -9,7 +9,7 @@ conformers), a structure file (``--structure``) or a labelled dataset
 --xc PBE --basis def2-SVP``); trains, explores with ramped ML Langevin MD and labels the frames above
 ``--threshold`` until a whole exploration run stays below it, then confirms the final model with a longer
 run (:mod:`sciml.active.loop`). Running the same
-command again in the same ``--directory`` resumes without relabelling anything. ``--config`` reads the
+command again in the same ``--output`` resumes without relabelling anything. ``--config`` reads the
 options from a YAML file (keys are the option names with underscores); options on the command line win.
 """
 
@@ -27,6 +27,10 @@ from tqdm import tqdm
 from sciml.active.exploration import ExplorationSettings
 from sciml.active.loop import LearningSettings
 from sciml.active.training import COMMITTEE_DATA, UNCERTAINTIES, TrainingSettings
+from sciml.commands.options import add_index, add_renamed, renamed_config_keys
+
+#: Config keys renamed with their options (old -> new), read under the new name for one release.
+RENAMED_KEYS = {"directory": "output"}
 
 
 def parser() -> argparse.ArgumentParser:
@@ -43,10 +47,11 @@ def add_learning_arguments(parser: argparse.ArgumentParser) -> None:
     start.add_argument("--smiles", help="SMILES string: RDKit ETKDG embedding relaxed with MMFF94")
     start.add_argument("--structure", help="a structure file ASE reads (--index picks the frame)")
     start.add_argument("--dataset", help="labelled frames (extxyz, .traj) as the seed set; MD starts at the first")
-    add("--index", type=int, default=-1, help="frame of --structure")
+    add_index(parser)
     add("--conformers", type=int, default=1,
         help="with --smiles: explore from up to this many distinct MMFF conformers, in turn")  # fmt: skip
-    add("--directory", default="runs/learn", help="run directory: the store, checkpoints, state (resumed)")
+    add("--output", default="runs/learn", help="run directory: the store, checkpoints, state (resumed)")
+    add_renamed(parser, "--directory", "--output", "output")
     oracle = parser.add_argument_group("oracle")
     oracle.add_argument("--oracle", default="gfn2-xtb", choices=("gfn2-xtb", "pyscf"))
     oracle.add_argument("--xc", default="PBE", help="pyscf: exchange-correlation functional")
@@ -121,7 +126,8 @@ def parse(args: list[str], build: Callable[[], argparse.ArgumentParser] = parser
     known, _ = first.parse_known_args(args)
     if known.config:
         values = yaml.safe_load(Path(known.config).read_text()) or {}
-        options = {action.dest for action in first._actions}
+        values = renamed_config_keys(values, RENAMED_KEYS, known.config, first.prog)
+        options = set(vars(build().parse_known_args([])[0]))  # every option's destination, with its default
         unknown = sorted(set(values) - options)
         if unknown:
             raise SystemExit(f"{first.prog}: {known.config}: unknown options {unknown}")
@@ -140,13 +146,13 @@ def main(args: list[str]) -> dict:
     loop.run(starts, dataset)
     bar.close()
     summary = loop.summary()
-    (Path(options.directory) / "summary.json").write_text(json.dumps(summary, indent=1))
+    (Path(options.output) / "summary.json").write_text(json.dumps(summary, indent=1))
     return summary
 
 
 def learning_loop(options: argparse.Namespace, directory: str | Path | None = None) -> tuple:
     """``(ActiveLearning, start structures, dataset or None, progress bar)`` from the parsed options; the loop
-    runs in ``directory`` (default ``options.directory``)."""
+    runs in ``directory`` (default ``options.output``)."""
     try:
         from sciml.active import ActiveLearning, oracle_by_name
         from sciml.active.structures import conformers_from_smiles, read_structure
@@ -190,5 +196,5 @@ def learning_loop(options: argparse.Namespace, directory: str | Path | None = No
         if step % 20 == 0:
             bar.set_postfix_str(f"σ_F,max {uncertainty:.3f} eV/Å")
 
-    loop = ActiveLearning(directory or options.directory, oracle, settings, report=tqdm.write, on_md_step=on_md_step)
+    loop = ActiveLearning(directory or options.output, oracle, settings, report=tqdm.write, on_md_step=on_md_step)
     return loop, starts, dataset, bar

@@ -8,7 +8,7 @@ Runs on sciml's MD engine (:mod:`sciml.md.engine`: velocity Verlet for ``nve``, 
 writing ``replica_000.extxyz``, ... and ``md.log`` into the folder ``--output`` (default ``md/`` in the
 checkpoint's run directory). ``--engine ase`` runs ASE's integrators instead (:mod:`sciml.md.ase_driver`:
 one replica, an ASE ``.traj`` file as ``--output``, default ``md.traj``, and ASE's log beside it); ``npt``
-always does. Every ``--log-every`` steps a frame, a log line and a progress update (steps/s, ns/day, the
+always does. Every ``--interval`` steps a frame, a log line and a progress update (steps/s, ns/day, the
 temperature and, for a checkpoint with an uncertainty estimate, the largest per-atom force uncertainty, which
 ``--uncertainty-threshold`` flags and ``--stop-when-uncertain`` stops at). Prints speed and, for NVE, the energy
 drift at the end. Ctrl-C stops cleanly (frames kept); ``--restart`` continues from the last frame.
@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from sciml.commands.options import add_renamed
 from sciml.commands.potential_options import add_potential_arguments, structure_and_calculator
 from sciml.md import ENGINE_ENSEMBLES, ENSEMBLES, MDSettings, energy_drift, run_ase_md, run_replicas
 
@@ -44,8 +45,10 @@ def parser() -> argparse.ArgumentParser:
     add("--steps", type=int, default=1000, help="steps to run (after a restart: further steps)")
     add("--output", help="the engine: a folder of replica_*.extxyz and md.log (default md/ in the checkpoint's run "
         "directory); --engine ase: an ASE .traj file (default md.traj there)")  # fmt: skip
+    add_renamed(parser, "--trajectory", "--output", "output")
     add("--log", help="--engine ase: the MD log (default: the trajectory with suffix .log)")
-    add("--log-every", type=int, default=10, help="steps between trajectory frames, log lines, bar updates")
+    add("--interval", type=int, default=10, help="steps between trajectory frames, log lines, bar updates")
+    add_renamed(parser, "--log-every", "--interval", "interval", type=int)
     add("--restart", action="store_true", help="continue from the last frame, appending")
     add("--overwrite", action="store_true", help="replace an existing trajectory and log")
     add("--seed", type=int, default=0, help="initial velocities and Langevin noise")
@@ -61,10 +64,10 @@ def main(args: list[str]) -> dict:
     options = parser().parse_args(args)
     engine = chosen_engine(options)
     settings = MDSettings(options.ensemble, options.timestep, options.steps, options.temperature, options.seed,
-                          options.log_every, options.friction, options.pressure,
+                          options.interval, options.friction, options.pressure,
                           uncertainty_threshold=options.uncertainty_threshold,
                           stop_when_uncertain=options.stop_when_uncertain)  # fmt: skip
-    options.uncertainty = options.uncertainty or options.uncertainty_threshold is not None
+    options.require_uncertainty = options.require_uncertainty or options.uncertainty_threshold is not None
     run = engine_main if engine == "sciml" else ase_main
     previous = signal.signal(signal.SIGTERM, _interrupt)  # stop like Ctrl-C: frames written so far are kept
     try:
@@ -113,7 +116,7 @@ def engine_main(options: argparse.Namespace, settings: MDSettings) -> dict:
     potential = BatchedPotential(model, atoms.numbers, atoms.cell[:], atoms.pbc, options.skin, options.device,
                                  options.dtype, compile=options.compile)  # fmt: skip
     watch = potential.reports_uncertainty
-    if options.uncertainty and not watch:
+    if options.require_uncertainty and not watch:
         raise ValueError(f"checkpoint '{options.checkpoint}' carries no uncertainty estimate (train a committee or "
                          "a last-layer uncertainty for one), but the uncertainty was asked for")  # fmt: skip
     bar = tqdm(total=options.steps, unit="step", disable=options.no_progress, dynamic_ncols=True)

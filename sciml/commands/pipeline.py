@@ -1,12 +1,12 @@
 """``sciml pipeline``: from a molecule to its kinetics report in one command.
 
     sciml pipeline --smiles CCO --temperature 300 --replicas 32 --production-ps 20 --atoms heavy+polar-h \\
-        --directory runs/ethanol
+        --output runs/ethanol
 
 Stage 1 learns a potential on the fly from the oracle (the options of ``sciml learn``; ``--dataset frames.extxyz
 --rounds 0`` trains on given frames instead), stage 2 runs ``--replicas`` Langevin trajectories with it at
 ``--temperature`` (one batched model call per step), stage 3 writes the kinetics report of ``sciml kinetics``
-(:mod:`sciml.pipelines.kinetics`). Running the same command again in the same ``--directory`` resumes each stage.
+(:mod:`sciml.pipelines.kinetics`). Running the same command again in the same ``--output`` resumes each stage.
 """
 
 from __future__ import annotations
@@ -18,12 +18,13 @@ from tqdm import tqdm
 
 from sciml.commands.kinetics import atom_selection
 from sciml.commands.learn import add_learning_arguments, learning_loop, parse
+from sciml.commands.options import DEFAULT_LAG, add_precision, add_renamed
 
 
 def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sciml pipeline", description=__doc__.split("\n\n")[0])
     add_learning_arguments(parser)
-    parser.set_defaults(directory="runs/pipeline")
+    parser.set_defaults(output="runs/pipeline")
     from sciml.pipelines.kinetics import SamplingSettings
 
     defaults = SamplingSettings()
@@ -32,18 +33,19 @@ def parser() -> argparse.ArgumentParser:
     add("--replicas", type=int, default=defaults.replicas, help="independent trajectories")
     add("--production-ps", type=float, default=defaults.production_ps, help="ps per replica after equilibration")
     add("--equilibration-ps", type=float, default=defaults.equilibration_ps, help="ps per replica, dropped")
-    add("--md-timestep", type=float, default=defaults.timestep, help="fs")
-    add("--md-friction", type=float, default=defaults.friction, help="1/fs")
+    add("--sampling-timestep", type=float, default=defaults.timestep, help="fs")
+    add("--sampling-friction", type=float, default=defaults.friction, help="1/fs")
     add("--interval", type=int, default=defaults.interval, help="steps between frames")
-    add("--dtype", default="float32", choices=("float32", "float64"))
-    add("--device", default="cpu")
+    add_precision(sampling)
+    add_renamed(sampling, "--md-timestep", "--sampling-timestep", "sampling_timestep", type=float)
+    add_renamed(sampling, "--md-friction", "--sampling-friction", "sampling_friction", type=float)
     kinetics = parser.add_argument_group("kinetics (stage 3)")
     add = kinetics.add_argument
-    add("--lag", type=int, default=10, help="frames")
+    add("--lag", type=int, default=DEFAULT_LAG, help="the model's lag, frames")
     add("--states", type=int, default=2, help="metastable states (PCCA+)")
     add("--atoms", default=["heavy"], nargs="+", help="distance encoder atoms: heavy, heavy+polar-h or indices")
     add("--koopman-k", type=int, default=4, help="singular functions, the constant included")
-    add("--koopman-epochs", type=int, default=20)
+    add("--koopman-epochs", type=int, default=20, help="epochs of the Koopman model's training")
     add("--samples", type=int, default=200, help="bootstrap samples")
     add("--microstates", type=int, default=50)
     return parser
@@ -53,10 +55,11 @@ def main(args: list[str]) -> dict:
     options = parse(args, parser)
     from sciml.pipelines.kinetics import SamplingSettings, structure_to_kinetics
 
-    directory = Path(options.directory)
+    directory = Path(options.output)
     loop, starts, dataset, bar = learning_loop(options, directory / "learn")
     sampling = SamplingSettings(options.replicas, options.production_ps, options.equilibration_ps, options.temperature,
-                                options.md_timestep, options.md_friction, options.interval, options.seed)  # fmt: skip
+                                options.sampling_timestep, options.sampling_friction, options.interval,
+                                options.seed)  # fmt: skip
     kinetics = {"lag": options.lag, "n_states": options.states, "atoms": atom_selection(options.atoms),
                 "k": options.koopman_k, "epochs": options.koopman_epochs, "samples": options.samples,
                 "microstates": options.microstates, "seed": options.seed}  # fmt: skip

@@ -8,17 +8,17 @@ import ase.io
 from ase import Atoms
 
 from sciml.calculators import SciMLCalculator
+from sciml.commands.options import add_index, add_precision, add_renamed
 
 
 def add_potential_arguments(parser: argparse.ArgumentParser, structure_help: str) -> None:
     """``--checkpoint``, ``--structure``, ``--index``, ``--dtype``, ``--device``, ``--skin``, ``--compile``,
-    ``--static-shapes`` and ``--uncertainty``."""
+    ``--static-shapes`` and ``--require-uncertainty``."""
     add = parser.add_argument
     add("--checkpoint", required=True, help="a sciml fit checkpoint (.ckpt)")
     add("--structure", required=True, help=structure_help)
-    add("--index", type=int, default=0, help="frame of --structure (default 0)")
-    add("--dtype", default="float64", choices=["float32", "float64"])
-    add("--device", default="cpu")
+    add_index(parser)
+    add_precision(parser)
     add("--skin", type=float, default=0.5, help="neighbour-list skin, Å")
     add("--compile", action="store_true", help="torch.compile the model's layers (the first step compiles)")
     add(
@@ -27,10 +27,11 @@ def add_potential_arguments(parser: argparse.ArgumentParser, structure_help: str
         help="fixed-capacity neighbour buffers (with --compile on a CUDA device: CUDA graphs)",
     )
     add(
-        "--uncertainty",
+        "--require-uncertainty",
         action="store_true",
-        help="require the checkpoint's uncertainty estimate (a committee; an error without one)",
+        help="require the checkpoint's uncertainty estimate (a committee or a last-layer model; an error without)",
     )
+    add_renamed(parser, "--uncertainty", "--require-uncertainty", "require_uncertainty", flag=True)
 
 
 def structure_and_calculator(options: argparse.Namespace) -> tuple[Atoms, SciMLCalculator]:
@@ -44,6 +45,6 @@ def structure_and_calculator(options: argparse.Namespace) -> tuple[Atoms, SciMLC
         options.skin,
         compile=options.compile,
         static_shapes=options.static_shapes,
-        uncertainty=True if options.uncertainty else None,
+        uncertainty=True if options.require_uncertainty else None,
     )
     return atoms, calculator

@@ -69,6 +69,11 @@ class KernelModule(nn.Module):
             self._resolved_for = device
         return self.backend
 
+    def request(self, backend: str) -> None:
+        """Run ``backend`` from now on (resolved anew at the next call)."""
+        self.requested_backend = self.backend = backend
+        self._resolved_for = None
+
     def _backend_for(self, tensor: torch.Tensor) -> str:
         return self.resolve(tensor.device)
 

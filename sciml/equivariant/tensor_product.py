@@ -82,6 +82,10 @@ class CGTable:
         """The number of nonzero CG coefficients, i.e. multiply-adds per channel of one contraction."""
         return len(self._entries[3])
 
+    def clear_cache(self) -> None:
+        """Forget the sparse coefficients built so far (a trace then builds them as its own constants)."""
+        self._sparse_cache.clear()
+
     def sparse(self, dtype: torch.dtype, device: torch.device) -> tuple[torch.Tensor, ...]:
         """(i1, i2, i3, coeff) of the nonzero coefficients, for ``sciml::cg_contract`` (cached)."""
         key = (dtype, device)

@@ -198,8 +198,7 @@ def set_kernels(model: nn.Module, backend: str) -> nn.Module:
     """Every kernel module of ``model`` runs ``backend`` (``"reference"`` or ``"auto"``; in place)."""
     for module in model.modules():
         if isinstance(module, KernelModule):
-            module.requested_backend = module.backend = backend
-            module._resolved_for = None
+            module.request(backend)
     return model
 
 
@@ -252,7 +251,7 @@ def trace_energies(model: nn.Module, backend: str, dtype: torch.dtype) -> tuple[
     for module in model.modules():  # rebuilt inside the trace: constants moved by aten::to(device)
         if isinstance(module, KernelModule):
             for table in module.tables():
-                table._sparse_cache.clear()
+                table.clear_cache()
     with warnings.catch_warnings():  # the coefficient tables are constants of the model: as intended
         warnings.filterwarnings("ignore", "torch.tensor results are registered as constants", torch.jit.TracerWarning)
         traced = torch.jit.trace(eager, inputs, check_trace=False)

@@ -218,9 +218,9 @@ def bootstrap_chapman_kolmogorov(
 
     def test(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         model = fitted(estimator, features.moments(lag, counts), lag)
-        a = model._truncated
+        a = model.truncated
         names = features.observable_names
-        decoders = torch.cat([a.aligned_right @ model._moment(f"gh_11:{name}") for name in names], 1)
+        decoders = torch.cat([a.aligned_right @ model.moment(f"gh_11:{name}") for name in names], 1)
         predicted, estimated = [], []
         step = torch.eye(model.koopman_matrix.shape[0], dtype=torch.float64)
         for n in range(1, steps + 1):

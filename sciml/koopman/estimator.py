@@ -132,7 +132,7 @@ class KoopmanEstimator:
         """
         self.lagtime = self.lag_of(data)
         self.moments = self._accumulate(data, observables, split)
-        for name in ("analysis", "_truncated", "koopman_matrix", "_eig", "backward_matrix"):
+        for name in ("analysis", "truncated", "koopman_matrix", "_eig", "backward_matrix"):
             self.__dict__.pop(name, None)
         return self
 
@@ -150,7 +150,8 @@ class KoopmanEstimator:
             )
         return int(data_lag)
 
-    def _moment(self, key: str) -> torch.Tensor:
+    def moment(self, key: str) -> torch.Tensor:
+        """The fitted mean of one moment (``"ff_00"``, ``"gf_11"``, ``"gh_11:<observable>"``, ...)."""
         if self.moments is None:
             raise RuntimeError("the estimator is not fitted: call fit(data) first")
         return self.moments.mean(key)
@@ -158,10 +159,11 @@ class KoopmanEstimator:
     # --- spectral analysis ---
     @cached_property
     def analysis(self) -> linalg.CCA:
-        return linalg.cca(self._moment("ff_00"), self._moment("gg_11"), self._moment("fg_01"), self.rank_cutoff)
+        return linalg.cca(self.moment("ff_00"), self.moment("gg_11"), self.moment("fg_01"), self.rank_cutoff)
 
     @cached_property
-    def _truncated(self) -> linalg.CCA:
+    def truncated(self) -> linalg.CCA:
+        """The canonical analysis kept to ``rank`` singular pairs (all of them without a rank)."""
         a, r = self.analysis, self.rank
         return a if r is None else linalg.CCA(a.singular_values[:r], a.left[:r], a.right[:r])
 
@@ -173,7 +175,7 @@ class KoopmanEstimator:
     @cached_property
     def koopman_matrix(self) -> torch.Tensor:
         """(r, r) aligned Koopman matrix A_g E[g(x') f(x')^T] A_f^T (r = ``rank`` or k)."""
-        return linalg.aligned_koopman_matrix(self._truncated, self._moment("gf_11"))
+        return linalg.aligned_koopman_matrix(self.truncated, self.moment("gf_11"))
 
     @cached_property
     def _eig(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -198,35 +200,35 @@ class KoopmanEstimator:
 
     def eigenfunctions(self, x) -> torch.Tensor:
         """(B, r) complex right eigenfunctions xi_i(x) = phi(x)^T w_i, in the order of ``eigenvalues()``."""
-        phi = self.features(x)[0] @ self._truncated.aligned_left.T
+        phi = self.features(x)[0] @ self.truncated.aligned_left.T
         return phi.to(torch.complex128) @ self._eig[1]
 
     def left_eigenfunctions(self, x) -> torch.Tensor:
         """(B, r) complex left eigenfunctions eta_i(x) = psi(x)^T u_i (u_i^T K = lambda_i u_i^T), in the order of
         ``eigenvalues()``: eigenfunctions of the backward (adjoint) operator for stationary data, scaled so that
         u_i^T w_j = delta_ij with the right eigenvectors w_j."""
-        psi = self.features(x)[1] @ self._truncated.aligned_right.T
+        psi = self.features(x)[1] @ self.truncated.aligned_right.T
         return psi.to(torch.complex128) @ torch.linalg.inv(self._eig[1]).T
 
     def koopman_modes(self, observable: str = "state") -> torch.Tensor:
         """(r, d) complex Koopman modes m_i of a named observable h (given to :meth:`fit`):
         E[h(x_{n lag}) | x_0] = sum_i lambda_i^(n - 1) xi_i(x_0) m_i, n >= 1, with xi = :meth:`eigenfunctions`
         (the same numbers as ``predict(x_0, n, observable)``)."""
-        decoder = self._truncated.aligned_right @ self._moment(f"gh_11:{observable}")
+        decoder = self.truncated.aligned_right @ self.moment(f"gh_11:{observable}")
         return torch.linalg.solve(self._eig[1], decoder.to(torch.complex128))
 
     @cached_property
     def backward_matrix(self) -> torch.Tensor:
         """(r, r) aligned matrix of the backward operator, K_b[i, j] = <phi_i, psi_j> = A_f E[f(x) g(x)^T] A_g^T:
         K* ~ sum_i psi_i ⊗ phi_i maps h to E[h(x_t) | x_{t + lag}]. For stationary data it is ~ K^T."""
-        a = self._truncated
-        return a.aligned_left @ self._moment("gf_00").T @ a.aligned_right.T
+        a = self.truncated
+        return a.aligned_left @ self.moment("gf_00").T @ a.aligned_right.T
 
     def predict_backward(self, x_later, steps: int = 1, observable: str = "state") -> torch.Tensor:
         """Backward forecasts E[h(x_{-n lag}) | x_0 = x_later] for n = 1..steps: (B, steps, d) float64
         (psi(x)^T K_b^(n-1) A_f E[f h^T])."""
-        state = self.features(x_later)[1] @ self._truncated.aligned_right.T
-        decoder = self._truncated.aligned_left @ self._moment(f"fh_00:{observable}")
+        state = self.features(x_later)[1] @ self.truncated.aligned_right.T
+        decoder = self.truncated.aligned_left @ self.moment(f"fh_00:{observable}")
         forecasts = []
         for _ in range(steps):
             forecasts.append(state @ decoder)
@@ -238,7 +240,7 @@ class KoopmanEstimator:
         if basis not in ("f", "g"):
             raise ValueError(f"basis must be 'f' or 'g', got '{basis}'")
         key = "ff" if basis == "f" else "gg"
-        return linalg.edmd_matrix(self._moment(f"{key}_00"), self._moment(f"{key}_01"), self.rank_cutoff)
+        return linalg.edmd_matrix(self.moment(f"{key}_00"), self.moment(f"{key}_01"), self.rank_cutoff)
 
     # --- forecasting ---
     def predict(self, x0, steps: int = 1, observable: str = "state", method: str = "cca") -> torch.Tensor:
@@ -249,14 +251,14 @@ class KoopmanEstimator:
         """
         f, g = self.features(x0)
         if method == "cca":  # phi(x_0)^T K^{n-1} C_h
-            state, step = f @ self._truncated.aligned_left.T, self.koopman_matrix
-            decoder = self._truncated.aligned_right @ self._moment(f"gh_11:{observable}")
+            state, step = f @ self.truncated.aligned_left.T, self.koopman_matrix
+            decoder = self.truncated.aligned_right @ self.moment(f"gh_11:{observable}")
         elif method in ("edmd_f", "edmd_g"):  # b(x_0)^T K_b^n P_b
             basis = method[-1]
             step = self.edmd(basis)
             state = (f if basis == "f" else g) @ step
-            m_b = self._moment("ff_00" if basis == "f" else "gg_00")
-            decoder = linalg.sym_inverse(m_b, self.rank_cutoff) @ self._moment(f"{basis}h_00:{observable}")
+            m_b = self.moment("ff_00" if basis == "f" else "gg_00")
+            decoder = linalg.sym_inverse(m_b, self.rank_cutoff) @ self.moment(f"{basis}h_00:{observable}")
         else:
             raise ValueError(f"unknown method '{method}'; choose 'cca', 'edmd_f' or 'edmd_g'")
         forecasts = []
@@ -277,7 +279,7 @@ class KoopmanEstimator:
         """(k,) corr(f_i(x), g_i(x')) of the learned functions as they are, without the CCA rotation:
         E[f_i g_i] / sqrt(E[f_i^2] E[g_i^2]) on the fitted pairs. Under sequential nesting each pair is the
         i-th singular pair by itself, so these follow ``singular_values`` in order."""
-        cross, left, right = (self._moment(key).diagonal() for key in ("fg_01", "ff_00", "gg_11"))
+        cross, left, right = (self.moment(key).diagonal() for key in ("fg_01", "ff_00", "gg_11"))
         return cross / (left * right).sqrt()
 
     def held_out_singular_values(self, data, split: str = "test") -> torch.Tensor:

@@ -3,6 +3,7 @@ models of molecular trajectories (same kernels as the potentials)."""
 
 from __future__ import annotations
 
+import inspect
 from typing import ClassVar
 
 import torch
@@ -11,6 +12,14 @@ from torch import nn
 from sciml.models.e2former import E2Former
 from sciml.nn.checkpoint import records_config
 from sciml.nn.mlp import MLP
+
+#: The backbone's settings where they differ from E2Former's own. A smaller, shallower model (32 channels, 2
+#: layers, 16 Gaussians), per-layer edge networks of width C, the joint norm. With ``parity=False``
+#: (rotation-invariant only) pseudo-scalars such as the handedness of a chiral centre are directly available.
+BACKBONE_DEFAULTS = {"channels": 32, "layers": 2, "radial_basis": 16, "radial": "gaussian", "norm": "joint",
+                     "edge_network": "per_layer", "edge_hidden": None}  # fmt: skip
+#: E2Former arguments that are not the backbone's to set.
+NOT_BACKBONE = {"species", "cutoff", "avg_neighbours", "energy_reference", "energy_scale", "direct_force_head"}
 
 
 class MolecularEncoder(nn.Module):
@@ -25,12 +34,9 @@ class MolecularEncoder(nn.Module):
         species: atomic numbers.
         cutoff: neighbour radius in Å.
         output_dim: learned functions (k - 1).
-        channels: E2Former backbone width; like ``lmax``, ``layers``, ``heads``, ``radial_basis``,
-            ``avg_neighbours``, ``backend``, ``parity``, ``norm``, ``edge_degree_scaling``, ``edge_network``,
-            ``edge_hidden`` and ``radial``, a backbone setting of :class:`~sciml.models.E2Former`
-            (``parity=False``: rotation-invariant only, so pseudo-scalars such as the handedness of a chiral
-            centre are directly available; per-layer edge networks of width C and Gaussians: the backbone's
-            settings before the shared trunk and Bessel basis).
+        backbone: init arguments of the :class:`~sciml.models.E2Former` backbone (any but ``species``,
+            ``cutoff``, ``avg_neighbours`` and the energy readout's), over :data:`~sciml.koopman.molecular.BACKBONE_DEFAULTS`.
+        avg_neighbours: the backbone's edge-degree normaliser (linked from the data by ``sciml fit``).
         hidden: widths of the MLP head.
         pooling: ``"mean"`` or ``"sum"`` over the atoms of a structure.
         normalize: standardise the pooled features over the frames (``BatchNorm1d`` without affine
@@ -52,45 +58,25 @@ class MolecularEncoder(nn.Module):
         species: list[int],
         cutoff: float,
         output_dim: int,
-        channels: int = 32,
-        lmax: int = 2,
-        layers: int = 2,
-        heads: int = 4,
-        radial_basis: int = 16,
+        backbone: dict | None = None,
         avg_neighbours: float | None = None,
         hidden: tuple[int, ...] = (64,),
         pooling: str = "mean",
-        backend: str = "auto",
-        parity: bool = True,
         normalize: bool = True,
-        norm: str = "joint",
-        edge_degree_scaling: str = "balanced",
-        edge_network: str = "per_layer",
-        edge_hidden: int | None = None,
-        radial: str = "gaussian",
     ) -> None:
         super().__init__()
         if pooling not in ("mean", "sum"):
             raise ValueError(f"pooling must be 'mean' or 'sum', got '{pooling}'")
+        settings = {**BACKBONE_DEFAULTS, **(backbone or {})}
+        allowed = set(inspect.signature(E2Former).parameters) - NOT_BACKBONE
+        unknown = sorted(set(settings) - allowed)
+        if unknown:
+            raise ValueError(f"backbone: {unknown} are not E2Former settings a MolecularEncoder takes "
+                             f"({sorted(allowed)})")  # fmt: skip
         self.pooling, self.output_dim = pooling, output_dim
-        self.backbone = E2Former(
-            species,
-            cutoff,
-            channels,
-            lmax,
-            layers,
-            heads,
-            radial_basis=radial_basis,
-            avg_neighbours=avg_neighbours,
-            backend=backend,
-            parity=parity,
-            norm=norm,
-            edge_degree_scaling=edge_degree_scaling,
-            edge_network=edge_network,
-            edge_hidden=edge_hidden,
-            radial=radial,
-        )
+        self.backbone = E2Former(species, cutoff, avg_neighbours=avg_neighbours, **settings)
         self.backbone.energy_head.requires_grad_(False)  # the energy readout is not used here
+        channels = self.backbone.atom_embedding.embedding_dim
         self.normalise = nn.BatchNorm1d(channels, affine=False) if normalize else nn.Identity()
         self.head = MLP((channels, *hidden, output_dim))
 

@@ -71,7 +71,7 @@ class MDSettings:
 
     @property
     def initial_temperature(self) -> float:
-        """K: the temperature of the initial velocities (the ramp's start, if there is one)."""
+        """The temperature of the initial velocities in K (the ramp's start, if there is one)."""
         return self.temperature if self.start_temperature is None else self.start_temperature
 
     def thermostat_temperature(self, step: int) -> float:

@@ -77,8 +77,8 @@ def module_spec(module: nn.Module) -> dict:
 #: Classes a checkpoint may rebuild (by ``class_path``); :func:`register_saveable` adds one.
 SAVEABLE_CLASSES = {
     "sciml.models.e2former.model.E2Former",
-    "sciml.models.committee.Committee",
-    "sciml.models.last_layer.LastLayerUncertainty",
+    "sciml.uncertainty.committee.Committee",
+    "sciml.uncertainty.last_layer.LastLayerUncertainty",
     "sciml.koopman.encoders.MLPEncoder",
     "sciml.koopman.molecular.MolecularEncoder",
 }
@@ -95,7 +95,7 @@ def register_saveable(kind: type) -> type:
     return kind
 
 
-FORMAT_VERSION = 2  # what this sciml writes; see SPEC_UPGRADES
+FORMAT_VERSION = 3  # what this sciml writes; see SPEC_UPGRADES
 VERSION_KEY = "sciml_format_version"
 # E2Former's defaults in format version 1 where they differ from now (every other argument kept its default)
 E2FORMER_VERSION_1 = {
@@ -122,10 +122,25 @@ def _from_version_1(spec: dict) -> dict:
     return {**spec, "init_args": {**defaults, **spec.get("init_args", {})}}
 
 
+#: The E2Former settings a ``MolecularEncoder`` took as its own arguments before format version 3.
+MOLECULAR_ENCODER_BACKBONE = ("channels", "lmax", "layers", "heads", "radial_basis", "backend", "parity", "norm",
+                              "edge_degree_scaling", "edge_network", "edge_hidden", "radial")  # fmt: skip
+
+
+def _from_version_2(spec: dict) -> dict:
+    """Version 2: a ``MolecularEncoder`` took its backbone's E2Former settings as arguments of its own; from
+    version 3 they are one ``backbone`` mapping."""
+    if spec.get("class_path") != "sciml.koopman.molecular.MolecularEncoder":
+        return spec
+    init_args = dict(spec.get("init_args", {}))
+    backbone = {key: init_args.pop(key) for key in MOLECULAR_ENCODER_BACKBONE if key in init_args}
+    return {**spec, "init_args": {**init_args, "backbone": {**init_args.get("backbone", {}), **backbone}}}
+
+
 #: Upgrades of a model spec from format version n to n + 1, applied in turn from the checkpoint's version to
 #: ``FORMAT_VERSION``: a change to a constructor that alters what an old spec builds adds a version and one
 #: function here.
-SPEC_UPGRADES: dict[int, Callable[[dict], dict]] = {1: _from_version_1}
+SPEC_UPGRADES: dict[int, Callable[[dict], dict]] = {1: _from_version_1, 2: _from_version_2}
 
 
 def format_version(checkpoint: dict, source: str | Path) -> int:
@@ -148,6 +163,13 @@ def upgraded_spec(spec: dict, version: int) -> dict:
     return spec
 
 
+#: Classes that moved, by their old ``class_path``: checkpoints written before the move name the old one.
+MOVED_CLASSES = {
+    "sciml.models.committee.Committee": "sciml.uncertainty.committee.Committee",
+    "sciml.models.last_layer.LastLayerUncertainty": "sciml.uncertainty.last_layer.LastLayerUncertainty",
+}
+
+
 def build_module(spec: dict, source: str | Path, version: int = FORMAT_VERSION) -> nn.Module:
     """Instantiate ``spec``, written at format ``version`` (see :func:`format_version`; upgraded first): only
     classes in :data:`~sciml.nn.checkpoint.SAVEABLE_CLASSES` (see :func:`register_saveable`), and only with
@@ -155,6 +177,7 @@ def build_module(spec: dict, source: str | Path, version: int = FORMAT_VERSION) 
     to the constructor and stay within sane bounds (a crafted file must not call arbitrary code or allocate
     without limit). ``source`` names the file in errors."""
     class_path = spec.get("class_path", "") if isinstance(spec, dict) else ""
+    class_path = MOVED_CLASSES.get(class_path, class_path)
     if class_path not in SAVEABLE_CLASSES:
         raise CheckpointError(
             f"checkpoint '{source}': '{class_path}' is not a registered model or encoder class "

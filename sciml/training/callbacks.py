@@ -13,9 +13,9 @@ from ase.stress import full_3x3_to_voigt_6_stress
 from lightning.pytorch.callbacks import BasePredictionWriter, ModelCheckpoint, Timer
 
 from sciml.data.files import AtomicOutput
-from sciml.models.last_layer import check_force_uncertainty
 from sciml.nn.checkpoint import write_model_checkpoint
-from sciml.training.uncertainty import fit_last_layer_uncertainty
+from sciml.uncertainty.fitting import fit_last_layer_uncertainty
+from sciml.uncertainty.last_layer import check_force_uncertainty
 
 
 class FinalMetrics(L.Callback):
@@ -175,14 +175,14 @@ class RunCheckpoints(ModelCheckpoint):
 
 class FitLastLayerUncertainty(L.Callback):
     """When training ends, fit the last-layer (LLPR) uncertainty of the evaluated model (the EMA weights) on
-    the data module's training and validation splits (:func:`~sciml.training.uncertainty.fit_last_layer_uncertainty`)
+    the data module's training and validation splits (:func:`~sciml.uncertainty.fitting.fit_last_layer_uncertainty`)
     and write it as a checkpoint that ``SciMLCalculator.from_checkpoint`` and ``sciml md`` read.
 
     Args:
         output: the checkpoint to write; relative to the run's log directory (default
             ``checkpoints/last_layer.ckpt``).
         force_samples: k > 0, the force uncertainty from the forces of a k-member last-layer posterior ensemble
-            (:class:`~sciml.models.LastLayerUncertainty`).
+            (:class:`~sciml.uncertainty.LastLayerUncertainty`).
         density_components: the force uncertainty from the distance of each atom's features to the training
             atoms' under that many mixture components per element (None: 8, the default, or none with
             ``force_samples``; 0 and no ``force_samples``: the per-atom energy rigidity).
@@ -196,7 +196,7 @@ class FitLastLayerUncertainty(L.Callback):
 
     def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         datamodule = trainer.datamodule
-        prepare = lambda batch: pl_module._in_model_dtype(batch.to(pl_module.device))  # noqa: E731
+        prepare = lambda batch: pl_module.in_model_dtype(batch.to(pl_module.device))  # noqa: E731
         wrapped = fit_last_layer_uncertainty(
             pl_module.evaluation_model,
             datamodule.train_dataloader(),

@@ -10,14 +10,14 @@ import torch
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import nn
 
-from sciml.models.committee import member_outputs
 from sciml.nn.checkpoint import FORMAT_VERSION, VERSION_KEY, module_spec
 from sciml.nn.forces import ForceStressOutput
 from sciml.training.energy_shift import evenly_spaced, fit_energy_shift
 from sciml.training.error_table import ErrorTable
 from sciml.training.finite import FiniteTraining
 from sciml.training.schedules import STAGE_TWO_RECIPE, StageTwo, WarmupCosine, warmup_ema
-from sciml.training.uncertainty import UncertaintyCalibration
+from sciml.uncertainty import UncertaintyCalibration, has_uncertainty
+from sciml.uncertainty.committee import member_outputs
 
 
 def recipe_optimizer(parameters, lr: float = 1e-2) -> torch.optim.Optimizer:
@@ -105,9 +105,9 @@ class PotentialModule(FiniteTraining, L.LightningModule):
             else None
         )
 
-    def _in_model_dtype(self, batch):
-        """Floating-point fields of the batch in the model's dtype (float64 training with float32 data runs,
-        though exact float64 training wants ``data.dtype: float64`` too)."""
+    def in_model_dtype(self, batch):
+        """The batch with its floating-point fields in the model's dtype (float64 training with float32 data
+        runs, though exact float64 training wants ``data.dtype: float64`` too)."""
         dtype = next(self.model.parameters()).dtype
         for key in ("pos", "cell", "shifts", "energy", "forces", "stress"):
             value = getattr(batch, key, None)
@@ -166,7 +166,7 @@ class PotentialModule(FiniteTraining, L.LightningModule):
         return terms
 
     def training_step(self, batch, batch_idx: int) -> torch.Tensor:
-        batch = self._in_model_dtype(batch)
+        batch = self.in_model_dtype(batch)
         terms = self._loss_terms(batch, self._predict(batch, use_ema=False))
         self.check_loss_terms(terms, batch_idx)
         loss = torch.stack(list(terms.values())).sum()
@@ -174,7 +174,7 @@ class PotentialModule(FiniteTraining, L.LightningModule):
         return loss
 
     def _evaluate(self, batch, prefix: str) -> None:
-        batch = self._in_model_dtype(batch)
+        batch = self.in_model_dtype(batch)
         outputs = self._predict(batch, use_ema=True)
         self.log(f"{prefix}/loss", self._loss(batch, outputs), batch_size=batch.num_graphs, sync_dist=True)
         self._tables[prefix].update(batch, outputs)
@@ -182,7 +182,7 @@ class PotentialModule(FiniteTraining, L.LightningModule):
             self._calibration.update(batch, outputs)
 
     def _calibrate_uncertainty(self) -> None:
-        """A committee's uncertainty scales from this validation (see :mod:`sciml.training.uncertainty`), set
+        """A committee's uncertainty scales from this validation (see :mod:`sciml.uncertainty.fitting`), set
         on the evaluated model (and the trained one) before the epoch's checkpoint is written; logged as
         ``val/energy_uncertainty_scale`` and ``val/force_uncertainty_scale``."""
         calibration, self._calibration = self._calibration, UncertaintyCalibration()
@@ -191,8 +191,7 @@ class PotentialModule(FiniteTraining, L.LightningModule):
             return
         scales = calibration.scales()
         for model in {id(m): m for m in (self.evaluation_model, self.model)}.values():
-            model.energy_uncertainty_scale.fill_(scales[0])
-            model.force_uncertainty_scale.fill_(scales[1])
+            model.set_scales(*scales)
         self.log("val/energy_uncertainty_scale", scales[0], batch_size=1)
         self.log("val/force_uncertainty_scale", scales[1], batch_size=1)
 
@@ -250,7 +249,7 @@ class PotentialModule(FiniteTraining, L.LightningModule):
         loader = datamodule.loader_class(sample, batch_size=datamodule.eval_batch_size)
         largest = 0.0
         for model in models:
-            shift = fit_energy_shift(model, loader, lambda batch: self._in_model_dtype(batch.to(self.device)))
+            shift = fit_energy_shift(model, loader, lambda batch: self.in_model_dtype(batch.to(self.device)))
             model.energy_reference += shift.to(model.energy_reference)
             largest = max(largest, float(shift.abs().max()))
         self.log("val/energy_relevel", largest, batch_size=1)  # eV per atom of the largest element
@@ -263,11 +262,11 @@ class PotentialModule(FiniteTraining, L.LightningModule):
 
     def predict_step(self, batch, batch_idx: int) -> dict[str, torch.Tensor]:
         with torch.inference_mode(False):
-            batch = self._in_model_dtype(batch.clone())
+            batch = self.in_model_dtype(batch.clone())
             potential = self.ema.module if self.ema is not None else self.potential
             outputs = potential(batch, forces=True, stress=bool(batch.pbc.all()))
         model = self.evaluation_model
-        if callable(getattr(model, "uncertainty", None)):
+        if has_uncertainty(model):
             outputs["energy_uncertainty"], outputs["forces_uncertainty"] = model.uncertainty(outputs)
         internal = ("features", "last_layer_features")
         kept = {key: value for key, value in outputs.items() if key not in internal and not key.startswith("member_")}

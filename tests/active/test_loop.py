@@ -25,8 +25,8 @@ from sciml.active import (
     rattled_copies,
 )
 from sciml.calculators import SciMLCalculator, load_model
-from sciml.calculators.calibration import calibration_report
 from sciml.commands import learn
+from sciml.uncertainty.report import calibration_report
 from tests.conftest import ROOT
 
 WATER = Atoms("OH2", positions=[[0.0, 0.0, 0.0], [0.97, 0.0, 0.0], [-0.25, 0.93, 0.0]])
@@ -148,7 +148,7 @@ def test_committee_members_train_one_by_one_in_their_own_batch_orders_and_the_co
 
     from sciml.active import training
     from sciml.calculators import load_model
-    from sciml.models import Committee
+    from sciml.uncertainty import Committee
 
     orders, train = [], training.train_energy_model
 
@@ -222,7 +222,7 @@ def test_the_learn_config_runs_on_a_tiny_budget_and_writes_the_checkpoint_store_
     tiny = "--ramp-ps 0.01 --hold-ps 0.01 --threshold 1e-4 --stop-factor 1e6 --cap 2 --spacing-fs 2 --rounds 1"
     tiny += " --seed-frames 6 --epochs 2 --final-epochs 1 --batch-size 4 --no-progress --force-samples 2"
     tiny += " --confirmations 0 --committee-data bootstrap"
-    summary = learn.main(["--config", str(config), "--directory", str(tmp_path), *tiny.split()])
+    summary = learn.main(["--config", str(config), "--output", str(tmp_path), *tiny.split()])
     assert summary["oracle_calls"] == summary["labelled"] == 6 + 2 and summary["failed"] == 0
     assert summary["settings"]["exploration"]["temperature"] == 500  # from the config
     assert summary["settings"]["exploration"]["replicas"] == 4  # its exploration_replicas: batched runs
@@ -252,14 +252,14 @@ def test_the_learn_config_parses_and_unknown_keys_are_refused(tmp_path):
 def test_sciml_learn_without_the_oracle_extra_names_it(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "rdkit.Chem", None)  # an environment without RDKit
     with pytest.raises(SystemExit, match=r"a start from a SMILES string needs the 'rdkit' package: .*sciml\[oracle\]"):
-        learn.main(["--smiles", "O", "--directory", str(tmp_path)])
+        learn.main(["--smiles", "O", "--output", str(tmp_path)])
 
 
 def test_an_unreadable_structure_is_an_error_naming_the_file(tmp_path):
     broken = tmp_path / "start.xyz"
     broken.write_text("not a structure\n")
     with pytest.raises(ValueError, match=f"cannot read a structure from '{broken}'"):
-        learn.main(["--structure", str(broken), "--directory", str(tmp_path / "run")])
+        learn.main(["--structure", str(broken), "--output", str(tmp_path / "run")])
 
 
 def test_a_round_whose_runs_end_early_starts_new_ones_until_the_cap(tmp_path, monkeypatch):
@@ -447,7 +447,7 @@ def test_the_written_model_is_calibrated_on_labelled_frames_of_its_own_md(tmp_pa
 
 def test_a_committee_is_calibrated_on_its_own_md_as_the_single_model_is(tmp_path):
     """The calibration refits a committee's two scales by the same rule (RMS sigma = RMS error over the frames)."""
-    from sciml.models import Committee
+    from sciml.uncertainty import Committee
 
     settings = tiny_settings(1, "committee", confirmations=1, calibration_frames=4)
     ActiveLearning(tmp_path, CountingOracle(), settings, report=lambda line: None).run(WATER)

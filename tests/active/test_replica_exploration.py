@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 import torch
 from ase import Atoms, units
-from torch import nn
 
 from sciml.active import Candidate, ExplorationSettings, explore, select_frames
+from sciml.uncertainty import UncertaintyModel
 
 WATER = Atoms("OH2", positions=[[0.0, 0.0, 0.0], [0.97, 0.0, 0.0], [-0.25, 0.93, 0.0]])
 
 
-class Springs(nn.Module):
+class Springs(UncertaintyModel):
     """Harmonic springs (k eV/Å^2) between all atoms of a structure at the start's distances, and a per-atom force
     uncertainty of ``slope`` times the atom's distance from the origin (eV/Å) plus ``per_call`` times the calls
     so far: an uncertainty the test controls through where a replica sits and when."""
@@ -24,10 +24,10 @@ class Springs(nn.Module):
     cutoff = 4.0
 
     def __init__(self, reference: Atoms, k: float = 20.0, slope: float = 0.0, per_call: float = 0.0) -> None:
-        super().__init__()
+        super().__init__(torch.float64)
         self.register_buffer("lengths", torch.tensor(reference.get_all_distances()))
         self.k, self.slope, self.per_call, self.calls = k, slope, per_call, 0
-        self.calibrated = True
+        self.set_scales(1.0, 1.0)
 
     def forward(self, batch) -> dict[str, torch.Tensor]:
         self.calls += 1
@@ -39,7 +39,7 @@ class Springs(nn.Module):
         sigma = self.slope * batch.pos.detach().norm(dim=1) + self.per_call * self.calls
         return {"energy": energy, "energies": energies, "sigma": sigma}
 
-    def uncertainty(self, outputs: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    def spread(self, outputs: dict) -> tuple[torch.Tensor, torch.Tensor]:
         return torch.zeros_like(outputs["energy"]), outputs["sigma"]
 
 

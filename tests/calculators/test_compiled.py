@@ -117,9 +117,9 @@ def test_compiled_model_trains_eagerly():
 def test_calculator_compiles_every_model_sciml_learn_writes(tmp_path, wrapper):
     """``SciMLCalculator.from_checkpoint(..., compile=True)`` on a committee's or a last-layer model's checkpoint
     (what ``sciml learn`` writes) compiles the E2Former(s) inside; compiled results equal eager ones (float64)."""
-    from sciml.models import Committee, LastLayerUncertainty
     from sciml.nn.checkpoint import write_model_checkpoint
     from sciml.nn.compilation import compile_for_inference
+    from sciml.uncertainty import Committee, LastLayerUncertainty
 
     torch.manual_seed(1)
     model = Committee(small_model(), size=2) if wrapper == "committee" else LastLayerUncertainty(small_model())

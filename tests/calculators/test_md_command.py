@@ -22,12 +22,12 @@ def md_args(quickstart_run, tmp_path, monkeypatch):
     monkeypatch.chdir(ROOT)
     _, checkpoint = quickstart_run
     trajectory = tmp_path / "md.traj"
-    return ["md", "--checkpoint", str(checkpoint), "--structure", ETHANOL, "--output", str(trajectory),
-            "--log-every", "5", "--no-progress", "--engine", "ase"]  # fmt: skip
+    return ["md", "--checkpoint", str(checkpoint), "--structure", ETHANOL, "--dtype", "float64",
+            "--output", str(trajectory), "--interval", "5", "--no-progress", "--engine", "ase"]  # fmt: skip
 
 
 def test_engine_nve_writes_trajectory_and_log_refuses_to_overwrite_and_restarts_exactly(md_args, tmp_path, capsys):
-    engine_args = [*md_args[:5], "--output", str(tmp_path / "md"), "--log-every", "5", "--no-progress"]
+    engine_args = [*md_args[:7], "--output", str(tmp_path / "md"), "--interval", "5", "--no-progress"]
     main([*engine_args, "--steps", "20"])
     out = capsys.readouterr().out
     assert "sciml engine" in out and "steps/s" in out and "ns/day" in out and "energy drift" in out
@@ -41,7 +41,7 @@ def test_engine_nve_writes_trajectory_and_log_refuses_to_overwrite_and_restarts_
     continued = ase.io.read(tmp_path / "md" / "replica_000.extxyz", index=":")
     assert [f.info["step"] for f in continued] == [0, 5, 10, 15, 20, 25, 30, 35, 40]
     assert len((tmp_path / "md" / "md.log").read_text().splitlines()) == 10  # appended, no second header
-    main([*engine_args[:5], "--output", str(tmp_path / "straight"), "--no-progress", "--log-every", "5",
+    main([*engine_args[:5], "--output", str(tmp_path / "straight"), "--no-progress", "--interval", "5",
           "--steps", "40"])  # fmt: skip
     straight = ase.io.read(tmp_path / "straight" / "replica_000.extxyz", index=-1)
     # velocity Verlet in float64; the restart went through the extxyz text (8 decimals)
@@ -63,7 +63,7 @@ def test_ase_nve_writes_trajectory_and_log_refuses_to_overwrite_and_restarts_exa
     main([*md_args, "--steps", "20", "--restart"])
     continued = ase.io.read(tmp_path / "md.traj", index=":")
     assert [f.info["md_step"] for f in continued] == [0, 5, 10, 15, 20, 25, 30, 35, 40]
-    main([*md_args[:-7], "--output", str(tmp_path / "straight.traj"), "--log-every", "5", "--no-progress",
+    main([*md_args[:7], "--output", str(tmp_path / "straight.traj"), "--interval", "5", "--no-progress",
           "--engine", "ase", "--steps", "40"])  # fmt: skip
     straight = ase.io.read(tmp_path / "straight.traj", index=-1)
     assert np.abs(straight.positions - continued[-1].positions).max() < 1e-10  # velocity Verlet, float64
@@ -73,7 +73,7 @@ def test_ase_nve_writes_trajectory_and_log_refuses_to_overwrite_and_restarts_exa
 def test_static_shapes_option_runs_the_same_trajectory(md_args, tmp_path):
     """``--static-shapes``: fixed-capacity neighbour buffers (padding pairs beyond the cutoff), same MD."""
     main([*md_args, "--steps", "10"])
-    main([*md_args[:-7], "--output", str(tmp_path / "static.traj"), "--log-every", "5", "--no-progress",
+    main([*md_args[:7], "--output", str(tmp_path / "static.traj"), "--interval", "5", "--no-progress",
           "--engine", "ase", "--steps", "10", "--static-shapes"])  # fmt: skip
     plain, static = ase.io.read(tmp_path / "md.traj", index=-1), ase.io.read(tmp_path / "static.traj", index=-1)
     assert np.abs(plain.positions - static.positions).max() < 1e-12
@@ -112,7 +112,7 @@ def test_npt_changes_the_volume_of_a_periodic_box_and_needs_one(quickstart_run, 
 
 def test_replicas_run_together_write_one_trajectory_each_and_resume(md_args, tmp_path, capsys):
     folder = tmp_path / "replicas"
-    replica_args = [*md_args[:5], "--output", str(folder), "--log-every", "5", "--no-progress", "--replicas", "3",
+    replica_args = [*md_args[:7], "--output", str(folder), "--interval", "5", "--no-progress", "--replicas", "3",
                     "--ensemble", "nvt-langevin", "--temperature", "300"]  # fmt: skip
     main([*replica_args, "--steps", "10"])
     assert "3 replicas of 9 atoms, 10 steps" in capsys.readouterr().out and (folder / "md.log").exists()

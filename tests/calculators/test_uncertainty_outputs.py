@@ -61,7 +61,7 @@ def test_md_with_a_committee_reports_the_uncertainty_and_stops_above_the_thresho
     structure = tmp_path / "start.extxyz"
     ase.io.write(structure, ethanol())
     arguments = ["--checkpoint", str(checkpoint), "--structure", str(structure), "--steps", "10",
-                 "--log-every", "5", "--no-progress"]  # fmt: skip
+                 "--interval", "5", "--no-progress"]  # fmt: skip
     for engine, output in (("sciml", "free"), ("ase", "free.traj")):  # both paths watch it
         result = md([*arguments, "--engine", engine, "--output", str(tmp_path / output)])
         assert "finished" in result["stopped"] and np.nanmax(result["max_force_uncertainty"]) > 0

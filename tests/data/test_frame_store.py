@@ -167,7 +167,7 @@ def test_bad_inputs_and_damaged_stores_name_the_file(tmp_path, cu_frames, molecu
 def test_sciml_data_prepare_then_fit(tmp_path, monkeypatch, capsys, molecule_frames):
     ase.io.write(tmp_path / "mol.extxyz", molecule_frames * 4)
     monkeypatch.chdir(tmp_path)
-    main(["data", "prepare", "--paths", "mol.extxyz", "--split_mode", "random", "--output", "mol.h5"])
+    main(["data", "prepare", "--paths", "mol.extxyz", "--split-mode", "random", "--output", "mol.h5"])
     summary = json.loads(capsys.readouterr().out)
     assert summary["frames"] == {"train": 16, "val": 2, "test": 2} and summary["labels"] == ["energy", "forces"]
     model = "{class_path: sciml.models.E2Former, init_args: {channels: 8, lmax: 1, layers: 1, heads: 2}}"

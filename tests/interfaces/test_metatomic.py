@@ -39,7 +39,7 @@ def exported(quickstart_run, tmp_path_factory):
     """(checkpoint, exported file) of the quickstart model."""
     _, checkpoint = quickstart_run
     out = tmp_path_factory.mktemp("export") / "model.pt"
-    summary = export_main([str(checkpoint), str(out)])
+    summary = export_main(["--checkpoint", str(checkpoint), "--output", str(out), "--dtype", "float64"])
     assert summary["kernels"] == "compiled" and summary["trace_error"] < 1e-12
     assert summary["cuda_kernels"] == ("compiled" if torch.cuda.is_available() else "reference")
     assert "sciml_kernels_cpu" in summary["libraries"]
@@ -76,7 +76,8 @@ def test_exported_model_matches_sciml_calculator(exported, periodic):
 
 def test_reference_kernel_export_matches_sciml_calculator(exported, tmp_path):
     checkpoint, _ = exported
-    summary = export_main([str(checkpoint), str(tmp_path / "reference.pt"), "--kernels", "reference"])
+    summary = export_main(["--checkpoint", str(checkpoint), "--output", str(tmp_path / "reference.pt"),
+                           "--kernels", "reference", "--dtype", "float64"])  # fmt: skip
     assert summary["kernels"] == summary["cuda_kernels"] == "reference"
     assert_same_as_calculator(checkpoint, tmp_path / "reference.pt", structures()[1])
 
@@ -157,7 +158,7 @@ def test_unknown_element_and_existing_output_are_refused(exported):
     with pytest.raises(Exception, match="does not support the atomic type '7'"):  # metatomic checks first
         MetatomicCalculator(str(model_file)).get_potential_energy(atoms)
     with pytest.raises(SystemExit, match="exists; pass --overwrite"):
-        main(["export", "unused.ckpt", str(model_file)])
+        main(["export", "--checkpoint", "unused.ckpt", "--output", str(model_file)])
 
 
 class SizeDependent(torch.nn.Module):

@@ -70,7 +70,7 @@ def test_inverse_distance_encoder_finds_the_phi_mode(msm_timescale_ps):
 
 @pytest.mark.slow
 def test_e2former_encoder_finds_the_phi_mode(msm_timescale_ps):
-    options = {"channels": 32, "lmax": 2, "layers": 2}
+    options = {"backbone": {"channels": 32, "lmax": 2, "layers": 2}}
     estimator = fit_koopman(
         PATH,
         lagtime=LAG,

@@ -27,7 +27,7 @@ def test_fit_koopman_from_a_trajectory_file_uses_the_molecular_encoder():
         lagtime=2,
         k=3,
         epochs=1,
-        encoder_options={"channels": 8, "layers": 1, "lmax": 1},
+        encoder_options={"backbone": {"channels": 8, "layers": 1, "lmax": 1}},
         trainer_options={"limit_train_batches": 2, "limit_val_batches": 1},
     )
     assert estimator.lagtime == 2 and type(estimator.encoder_f).__name__ == "MolecularEncoder"

@@ -25,7 +25,7 @@ def canonical_correlations(f: np.ndarray, g: np.ndarray) -> np.ndarray:
 
 def encoder(**kwargs) -> MolecularEncoder:
     torch.manual_seed(0)
-    defaults = dict(species=SPECIES, cutoff=4.0, output_dim=3, channels=8, lmax=2, layers=2, hidden=(16,))
+    defaults = dict(species=SPECIES, cutoff=4.0, output_dim=3, backbone={"channels": 8, "layers": 2}, hidden=(16,))
     return MolecularEncoder(**{**defaults, **kwargs}).double().eval()
 
 

@@ -238,10 +238,9 @@ def test_checkpoints_of_every_format_version_rebuild_the_model_they_were_trained
     ``norm`` and ``edge_degree_scaling``: such a spec rebuilds the separable norm and mean scaling it was
     trained with; version 2 rebuilds as recorded; a newer version than this sciml's is refused, both named."""
     from sciml.calculators.checkpoint import load_model
-    from sciml.koopman.molecular import MolecularEncoder
     from sciml.nn.checkpoint import FORMAT_VERSION, VERSION_KEY, CheckpointError, build_module, module_spec
 
-    assert FORMAT_VERSION == 2
+    assert FORMAT_VERSION == 3
     model = E2Former([1, 6, 8], 4.0, channels=8, lmax=1, layers=1, heads=2, avg_neighbours=16.0, norm="joint")
     spec = module_spec(model)
     assert spec["init_args"]["norm"] == "joint"
@@ -257,12 +256,19 @@ def test_checkpoints_of_every_format_version_rebuild_the_model_they_were_trained
     }
     assert older.edge_degree.degree_scales == [1 / 16.0] * 2  # every degree averaged (avg_neighbours 16)
     assert newer.final_norm.kind == "joint" and newer.edge_degree.degree_scales == [1 / 16.0, 1 / 4.0]
-    torch.save({**state, "sciml_model": spec, VERSION_KEY: 3}, tmp_path / "v3.ckpt")
-    with pytest.raises(CheckpointError, match=r"v3.ckpt' has format version 3, but this sciml reads versions up to 2"):
-        load_model(tmp_path / "v3.ckpt")
-    encoder = module_spec(MolecularEncoder([1, 6, 8], 4.0, 2, channels=8, lmax=1, layers=1, heads=2))
-    del encoder["init_args"]["norm"], encoder["init_args"]["edge_degree_scaling"]
-    assert build_module(encoder, "old_koopman.ckpt", version=1).backbone.final_norm.kind == "separable"
+    torch.save({**state, "sciml_model": spec, VERSION_KEY: 4}, tmp_path / "v4.ckpt")
+    with pytest.raises(CheckpointError, match=r"v4.ckpt' has format version 4, but this sciml reads versions up to 3"):
+        load_model(tmp_path / "v4.ckpt")
+    # a MolecularEncoder of version 1 and 2 took its backbone's settings as its own arguments
+    encoder = {"class_path": "sciml.koopman.molecular.MolecularEncoder",
+               "init_args": {"species": [1, 6, 8], "cutoff": 4.0, "output_dim": 2, "channels": 8, "lmax": 1,
+                             "layers": 1, "heads": 2}}  # fmt: skip
+    old = build_module(encoder, "old_koopman.ckpt", version=1).backbone
+    assert old.final_norm.kind == "separable" and len(old.blocks) == 1 and old.lmax == 1
+    two = build_module({**encoder, "init_args": {**encoder["init_args"], "norm": "joint"}}, "v2_koopman.ckpt", 2)
+    assert two.backbone.final_norm.kind == "joint" and two.config["backbone"]["channels"] == 8
+    assert module_spec(two)["init_args"]["backbone"] == {"channels": 8, "lmax": 1, "layers": 1, "heads": 2,
+                                                         "norm": "joint"}  # fmt: skip
     minimal = build_module({"class_path": spec["class_path"], "init_args": {"species": [1], "cutoff": 4.0}}, "v1", 1)
     assert (len(minimal.blocks), minimal.radial_basis.size, minimal.edge_trunk) == (4, 32, None)
     assert isinstance(minimal.radial_basis, GaussianBasis)

@@ -47,8 +47,9 @@ def distances(folder) -> list[np.ndarray]:
 
 def test_sciml_kinetics_reports_timescales_states_and_mfpts_with_error_bars(replica_folder, tmp_path, capsys):
     out = tmp_path / "report"
-    numbers = kinetics.main([str(replica_folder), "--out", str(out), "--lag", "5", "--k", "3", "--epochs", "5",
-                             "--samples", "60", "--microstates", "20", "--compare", str(replica_folder)])  # fmt: skip
+    numbers = kinetics.main([str(replica_folder), "--output", str(out), "--lag", "5", "--koopman-k", "3",
+                             "--koopman-epochs", "5", "--samples", "60", "--microstates", "20",
+                             "--compare", str(replica_folder)])  # fmt: skip
     assert "slowest implied timescale at lag 5" in capsys.readouterr().out
     # the same trajectories measured in their own states (--compare) give the states' own figures
     compared = numbers["states"]["compared"]
@@ -85,4 +86,4 @@ def test_trajectories_without_times_need_a_time_step(tmp_path):
     path = tmp_path / "plain.extxyz"
     ase.io.write(path, [Atoms("C2", positions=[[0, 0, 0], [1.4 + 0.01 * t, 0, 0]]) for t in range(20)])
     with pytest.raises(Exception, match="carry no time_fs; give the time between frames"):
-        kinetics.main([str(path), "--out", str(tmp_path / "out")])
+        kinetics.main([str(path), "--output", str(tmp_path / "out")])

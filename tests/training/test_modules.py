@@ -94,7 +94,7 @@ def test_koopman_g_encoder_is_freshly_initialised_everywhere():
     from sciml.koopman import MolecularEncoder
 
     torch.manual_seed(0)
-    f = MolecularEncoder([1, 6, 8], 4.0, output_dim=3, channels=8, lmax=2, layers=1, hidden=(8,)).double()
+    f = MolecularEncoder([1, 6, 8], 4.0, output_dim=3, backbone={"channels": 8, "layers": 1}, hidden=(8,)).double()
     module = KoopmanModule(f)
     g = module.encoder_g
     assert g is not f and type(g) is type(f) and g.config == f.config

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import torch
 
+from sciml.equivariant.kernels import ops
+
 SOURCES = Path(__file__).parent / "csrc"
 #: The CPU library, with the operators' schemas and C++ autograd (ops.cpp) and their CPU kernels.
 CPU_SOURCES = [SOURCES / "ops.cpp", SOURCES / "cpu_ops.cpp"]
@@ -117,8 +119,7 @@ def load(with_cuda: bool = False, verbose: bool = False) -> tuple[Path, ...]:
         KernelUnavailable: with the compiler's or loader's reason.
     """
     paths = load_library(with_cuda, verbose)
-    from sciml.equivariant.kernels import ops  # noqa: F401  (registers the fake implementations)
-
+    ops.register_fakes()
     return paths
 
 

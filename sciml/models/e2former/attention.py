@@ -12,6 +12,7 @@ from sciml.equivariant.operations import KernelModule, edge_dot
 from sciml.models.e2former.context import GraphContext
 from sciml.models.e2former.convolution import Wigner6jConvolution
 from sciml.models.e2former.edges import EdgeInputs, edge_network
+from sciml.models.e2former.settings import BlockSettings
 from sciml.nn.mlp import MLP
 from sciml.nn.scatter import envelope_softmax
 from sciml.nn.so3_layers import Invariants, SO3Linear
@@ -35,25 +36,15 @@ class OrderBranch(nn.Module):
     Shape: h (N, M, C), attention weights (E, H), edges (EdgeInputs or (E, F)) -> (N, M, W).
     """
 
-    def __init__(
-        self,
-        lmax: int,
-        channels: int,
-        width: int,
-        order: int,
-        edge_features: int,
-        edge_hidden: int,
-        shared_edges: bool,
-        dense: bool,
-        backend: str,
-        parity: bool,
-    ) -> None:
+    def __init__(self, settings: BlockSettings, width: int, order: int) -> None:
         super().__init__()
         self.order, self.width = order, width
-        self.radial = edge_network(edge_features, edge_hidden, width, shared_edges)
-        self.value = SO3Linear(lmax, channels, width)
-        degrees = DegreeLayout.up_to(lmax).degrees
-        self.convolution = Wigner6jConvolution(degrees, order, degrees, width, width, dense, backend, parity)
+        edges = settings.edges
+        self.radial = edge_network(edges.features, edges.hidden, width, edges.shared)
+        self.value = SO3Linear(settings.lmax, settings.channels, width)
+        degrees = DegreeLayout.up_to(settings.lmax).degrees
+        self.convolution = Wigner6jConvolution(degrees, order, degrees, width, width, settings.dense,
+                                               settings.backend, settings.parity)  # fmt: skip
 
     def forward(
         self, h: torch.Tensor, weights: torch.Tensor, edges: EdgeInputs | torch.Tensor, context: GraphContext
@@ -68,38 +59,24 @@ class Wigner6jAttention(KernelModule):
     m_i = W sum_j alpha_ij ⊙ [v_j ⊗ P^L(r_ij)] (factorised), then an output SO3Linear.
 
     Args:
-        lmax: feature degrees 0..lmax. channels: C. heads: attention heads (C divisible by heads).
-        order: attention order L (0, 1 or 2; 1 is the default of the model), or ``"all"``: orders 0, 1 and 2
-            at widths C, C/2 and C/4 (the paper's all-order attention), each gated per channel by a sigmoid of
-            the receiver's scalars before the shared output projection. The softmax weights are shared.
-        edge_features: size of the invariant edge features (radial basis + atom-type embeddings), or of the
-            shared trunk's output. edge_hidden: hidden width of the radial and logit MLPs (default C; unused
-            with ``shared_edges``). shared_edges: the edge inputs are the shared trunk's features, and the radial
-            filters and logits are single linear maps of them (see :mod:`sciml.models.e2former.edges`).
-        head_dim: query/key size per head. dense / backend / parity: see
-            :class:`~sciml.models.e2former.convolution.Wigner6jConvolution`.
+        settings: the block's :class:`~sciml.models.e2former.settings.BlockSettings`: ``lmax``, ``channels`` C,
+            ``heads`` (C divisible by heads), ``head_dim`` (query/key size per head), ``edges`` (the edge inputs'
+            width, the edge networks' hidden width, and whether the inputs are the shared trunk's features, read
+            by single linear maps: :mod:`sciml.models.e2former.edges`), ``dense`` / ``backend`` / ``parity``
+            (:class:`~sciml.models.e2former.convolution.Wigner6jConvolution`) and ``order``: the attention order
+            L (0, 1 or 2; 1 is the default of the model), or ``"all"``: orders 0, 1 and 2 at widths C, C/2 and
+            C/4 (the paper's all-order attention), each gated per channel by a sigmoid of the receiver's scalars
+            before the shared output projection. The softmax weights are shared.
 
     Shape: h (N, (lmax+1)^2, C), edges (EdgeInputs, or (E, F) features), envelope (E,) -> (N, (lmax+1)^2, C).
     The logits' q . k runs in the edge-dot kernel: its backward is a segment sum, not a scatter.
     """
 
-    def __init__(
-        self,
-        lmax: int,
-        channels: int,
-        heads: int,
-        order: int | str,
-        edge_features: int,
-        head_dim: int = 16,
-        dense: bool = False,
-        backend: str = "auto",
-        parity: bool = True,
-        edge_hidden: int | None = None,
-        shared_edges: bool = False,
-    ) -> None:
-        super().__init__(backend)
-        edge_hidden = edge_hidden or channels
-        orders = attention_orders(order)
+    def __init__(self, settings: BlockSettings) -> None:
+        super().__init__(settings.backend)
+        lmax, channels, heads, head_dim, edges = (settings.lmax, settings.channels, settings.heads, settings.head_dim,
+                                                  settings.edges)  # fmt: skip
+        orders = attention_orders(settings.order)
         widths = [channels >> k for k in range(len(orders))]
         if any(width % heads for width in widths):
             raise ValueError(f"attention widths {widths} must be divisible by heads ({heads})")
@@ -111,11 +88,8 @@ class Wigner6jAttention(KernelModule):
         self.key = nn.Sequential(
             Invariants(lmax, channels, head_dim), MLP((invariant_size, channels, heads * head_dim))
         )
-        self.edge_logit = edge_network(edge_features, edge_hidden, heads, shared_edges)
-        self.branches = nn.ModuleList(
-            OrderBranch(lmax, channels, width, L, edge_features, edge_hidden, shared_edges, dense, backend, parity)
-            for L, width in zip(orders, widths, strict=True)
-        )
+        self.edge_logit = edge_network(edges.features, edges.hidden, heads, edges.shared)
+        self.branches = nn.ModuleList(OrderBranch(settings, width, L) for L, width in zip(orders, widths, strict=True))
         self.gates = nn.Linear(channels, sum(widths)) if len(orders) > 1 else None
         self.output = SO3Linear(lmax, sum(widths), channels)
 

@@ -17,6 +17,7 @@ from torch import nn
 from sciml.equivariant.so3 import solid_harmonic_coefficient, spherical_harmonics
 from sciml.models.e2former.context import GraphContext
 from sciml.models.e2former.edges import EdgeInputs, edge_network
+from sciml.models.e2former.settings import EdgeSettings
 
 
 def sum_over_edges(alpha: torch.Tensor, harmonics: torch.Tensor, receivers: torch.Tensor, n: int) -> torch.Tensor:
@@ -31,8 +32,9 @@ def sum_over_edges(alpha: torch.Tensor, harmonics: torch.Tensor, receivers: torc
 
 class EdgeDegreeEmbedding(nn.Module):
     """Shape: edges (EdgeInputs, or (E, F) features), envelope (E,) -> (N, (lmax+1)^2, C). Parameters: one
-    radial network (see :func:`~sciml.models.e2former.edges.edge_network`; hidden width ``edge_hidden``, default
-    C) and one channel mixing W_l (C x C, scaled by 1 / sqrt(C)) per degree.
+    radial network (see :func:`~sciml.models.e2former.edges.edge_network`, reading ``edges``:
+    :class:`~sciml.models.e2former.settings.EdgeSettings`) and one channel mixing W_l (C x C, scaled by
+    1 / sqrt(C)) per degree.
 
     ``scaling="mean"``: every degree's sum divided by ``avg_neighbours``; ``"balanced"``: the l > 0 sums by its
     square root (unit harmonics of many neighbours partly cancel, so those sums grow like sqrt(neighbours)),
@@ -40,14 +42,7 @@ class EdgeDegreeEmbedding(nn.Module):
     """
 
     def __init__(
-        self,
-        lmax: int,
-        channels: int,
-        edge_features: int,
-        avg_neighbours: float,
-        edge_hidden: int | None = None,
-        shared_edges: bool = False,
-        scaling: str = "balanced",
+        self, lmax: int, channels: int, edges: EdgeSettings, avg_neighbours: float, scaling: str = "balanced"
     ) -> None:
         super().__init__()
         self.lmax, self.channels = lmax, channels
@@ -55,9 +50,8 @@ class EdgeDegreeEmbedding(nn.Module):
             raise ValueError(f"edge_degree_scaling must be 'mean' or 'balanced', got {scaling!r}")
         vector = 1.0 / math.sqrt(avg_neighbours) if scaling == "balanced" else 1.0 / avg_neighbours
         self.degree_scales = [1.0 / avg_neighbours] + [vector] * lmax
-        hidden = edge_hidden or channels
         self.radial = nn.ModuleList(
-            edge_network(edge_features, hidden, channels, shared_edges) for _ in range(lmax + 1)
+            edge_network(edges.features, edges.hidden, channels, edges.shared) for _ in range(lmax + 1)
         )
         self.mixing = nn.Parameter(torch.randn(lmax + 1, channels, channels))
 

@@ -17,6 +17,7 @@ from sciml.models.e2former.blocks import TransformerBlock
 from sciml.models.e2former.context import GraphContext
 from sciml.models.e2former.edges import EDGE_NETWORKS, EdgeInputs, EdgeTrunk
 from sciml.models.e2former.embedding import EdgeDegreeEmbedding
+from sciml.models.e2former.settings import BlockSettings, EdgeSettings
 from sciml.nn.checkpoint import check_identity_buffers, records_config
 from sciml.nn.mlp import MLP
 from sciml.nn.radial import RADIAL_BASES, polynomial_envelope
@@ -164,34 +165,16 @@ class E2Former(nn.Module):
         self.receiver_embedding = nn.Embedding(len(self.species), radial_basis)
         self.sender_embedding = nn.Embedding(len(self.species), radial_basis)
         self.atom_embedding = nn.Embedding(len(self.species), channels)
-        edge_features, shared = 3 * radial_basis, edge_network == "shared"
-        self.edge_trunk = EdgeTrunk(edge_features, edge_hidden or channels) if shared else None
-        if shared:
-            edge_features = edge_hidden or channels  # the consumers read the trunk's features
-        self.edge_degree = EdgeDegreeEmbedding(
-            lmax, channels, edge_features, avg_neighbours, edge_hidden, shared, edge_degree_scaling
-        )
+        shared, edge_width = edge_network == "shared", edge_hidden or channels
+        self.edge_trunk = EdgeTrunk(3 * radial_basis, edge_width) if shared else None
+        # the consumers read the trunk's features, or the per-edge radial basis and type embeddings
+        edges = EdgeSettings(edge_width if shared else 3 * radial_basis, edge_width, shared)
+        self.edge_degree = EdgeDegreeEmbedding(lmax, channels, edges, avg_neighbours, edge_degree_scaling)
         if edge_degree_scaling == "balanced":  # the atom embedding at the scale of the edge-degree sums
             nn.init.normal_(self.atom_embedding.weight, std=0.5 / avg_neighbours**0.5)
-        self.blocks = nn.ModuleList(
-            TransformerBlock(
-                lmax,
-                channels,
-                heads,
-                order,
-                edge_features,
-                hidden or 2 * channels,
-                dense,
-                backend,
-                parity,
-                feed_forward,
-                s2_resolution,
-                edge_hidden,
-                shared,
-                norm,
-            )
-            for _ in range(layers)
-        )
+        block = BlockSettings(lmax, channels, heads, order, edges, hidden, feed_forward, s2_resolution, norm,
+                              dense=dense, backend=backend, parity=parity)  # fmt: skip
+        self.blocks = nn.ModuleList(TransformerBlock(block) for _ in range(layers))
         self.final_norm = EquivariantRMSNorm(lmax, channels, kind=norm)
         self.energy_head = MLP((channels, channels, 1))
         nn.init.zeros_(self.energy_head[-1].weight)  # start at the fitted per-element reference energies

@@ -1,4 +1,4 @@
-"""Fit a :class:`~sciml.models.feature_density.FeatureDensity` to the features of the training atoms
+"""Fit a :class:`~sciml.uncertainty.feature_density.FeatureDensity` to the features of the training atoms
 (scikit-learn's ``GaussianMixture``, full covariances, EM from a k-means start with a fixed seed)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import math
 
 import torch
 
-from sciml.models.feature_density import FeatureDensity
+from sciml.uncertainty.feature_density import FeatureDensity
 
 #: Atoms per element kept for the fit, a random subset beyond it, so that the fit's time stays bounded.
 MAX_ATOMS_PER_ELEMENT = 20_000

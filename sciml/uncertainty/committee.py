@@ -2,8 +2,8 @@
 their spread is the prediction's uncertainty (the field's standard: DP-GEN, MACE's committee calculator).
 
 The committee predicts the members' mean. Its uncertainty is the members' standard deviation times one
-scale per quantity fitted on the validation split (:mod:`sciml.training.uncertainty`), so that predicted
-variances match the observed squared errors there:
+scale per quantity fitted on the validation split (:mod:`sciml.uncertainty.fitting`, by the rule of
+:mod:`sciml.uncertainty.scales`), so that predicted variances match the observed squared errors there:
 
 - per structure: sigma_E = s_E * std_m(E_m) (eV);
 - per atom: sigma_F,i = s_F * sqrt(mean over x, y, z of var_m(F_m,i)) (eV/Å): the uncertainty of one force
@@ -19,9 +19,10 @@ import torch
 from torch import nn
 
 from sciml.nn.checkpoint import build_module, fresh_instance, module_spec
+from sciml.uncertainty.base import UncertaintyModel
 
 
-class Committee(nn.Module):
+class Committee(UncertaintyModel):
     """``size`` independently initialised copies of ``member``'s architecture (``member`` is the first).
 
     Args:
@@ -33,46 +34,30 @@ class Committee(nn.Module):
     ``member_energy`` (M, B) and ``member_energies`` (M, N), in eV. :class:`~sciml.nn.forces.ForceStressOutput`
     differentiates each member (``member_forces`` (M, N, 3), eV/Å) and averages them into ``forces``.
     The calibration scales are buffers (``energy_uncertainty_scale``, ``force_uncertainty_scale``; NaN until
-    calibrated), so they travel with the state dict.
+    calibrated), so they travel with the state dict; until then the uncertainty is the members' raw spread.
     """
 
+    UNFITTED_SCALE = 1.0
     linked_from_data: ClassVar[dict[str, str]] = {}  # the member's own links apply (the CLI follows nesting)
 
     def __init__(self, member: nn.Module | dict, size: int = 4) -> None:
-        super().__init__()
         if size < 2:
             raise ValueError(f"a committee needs at least 2 members, got size={size}")
         if isinstance(member, dict):
             member = build_module(member, "committee member spec")
         spec = module_spec(member)  # refuses a member that cannot be rebuilt
+        super().__init__(next(member.parameters()).dtype)
         self.members = nn.ModuleList([member, *(fresh_instance(member) for _ in range(size - 1))])
         self.config = {"member": spec, "size": size}
-        dtype = next(member.parameters()).dtype
-        self.register_buffer("energy_uncertainty_scale", torch.tensor(float("nan"), dtype=dtype))
-        self.register_buffer("force_uncertainty_scale", torch.tensor(float("nan"), dtype=dtype))
 
-    @property
-    def species(self) -> list[int]:
-        """The members' atomic numbers."""
-        return self.members[0].species
+    def energy_models(self) -> list[nn.Module]:
+        """The members."""
+        return list(self.members)
 
-    @property
-    def cutoff(self) -> float:
-        """The members' cutoff radius (Å)."""
-        return self.members[0].cutoff
-
-    @property
-    def calibrated(self) -> bool:
-        """Whether both uncertainty scales have been fitted (on a validation split, during training)."""
-        return bool(torch.isfinite(self.energy_uncertainty_scale) and torch.isfinite(self.force_uncertainty_scale))
-
-    def uncertainty(self, outputs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-        """sigma_E (B,) in eV and sigma_F (N,) in eV/Å from differentiated outputs (with ``member_forces``):
-        calibrated when :attr:`~sciml.models.Committee.calibrated`, otherwise the members' raw spread (scale 1)."""
-        energy, forces = committee_spread(outputs)
-        if not self.calibrated:
-            return energy, forces
-        return self.energy_uncertainty_scale * energy, self.force_uncertainty_scale * forces
+    def spread(self, outputs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """The members' spread (:func:`~sciml.uncertainty.committee.committee_spread`): std_m(E_m) (B,) eV and
+        sqrt(mean_xyz var_m(F_m)) (N,) eV/Å."""
+        return committee_spread(outputs)
 
     def forward(self, batch) -> dict[str, torch.Tensor]:
         outputs = [member(batch) for member in self.members]

@@ -12,7 +12,7 @@ from ase.calculators.calculator import Calculator, all_changes
 from ase.calculators.singlepoint import SinglePointCalculator
 
 from sciml.calculators import SciMLCalculator
-from sciml.calculators.calibration import UncertaintyCalibrationReport, calibration_report
+from sciml.uncertainty.report import UncertaintyCalibrationReport, calibration_report
 
 
 class GaussianErrors(Calculator):

@@ -9,7 +9,8 @@ atom's distance
     d_i = sqrt(2 (log p_max - log p(h_i)))      (dimensionless, >= 0)
 
 is the Mahalanobis distance to the mean for a single Gaussian, and for a mixture grows as the features move
-away from every component. A calibrated force uncertainty is alpha d_i (:class:`~sciml.models.LastLayerUncertainty`).
+away from every component. A calibrated force uncertainty is alpha d_i
+(:class:`~sciml.uncertainty.LastLayerUncertainty`).
 An atom whose element had no training atoms is at infinite distance.
 """
 
@@ -26,7 +27,7 @@ UNUSED_COMPONENT = -1e30
 
 class FeatureDensity(nn.Module):
     """Per-element Gaussian mixtures over ``features``-wide atom features, ``components`` at most per element;
-    unfitted (every distance infinite) until :func:`~sciml.training.feature_density.fit_feature_density` sets
+    unfitted (every distance infinite) until :func:`~sciml.uncertainty.density_fit.fit_feature_density` sets
     the buffers.
 
     Args:

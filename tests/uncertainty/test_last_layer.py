@@ -11,13 +11,13 @@ import pytest
 import torch
 
 from sciml.calculators import SciMLCalculator
-from sciml.models import LastLayerUncertainty
-from sciml.models.last_layer import rigidity_spread
 from sciml.nn.checkpoint import write_model_checkpoint
 from sciml.nn.forces import ForceStressOutput
 from sciml.testing import graph_batch, random_molecule
 from sciml.training.callbacks import FitLastLayerUncertainty
-from sciml.training.uncertainty import fit_last_layer_uncertainty
+from sciml.uncertainty import LastLayerUncertainty
+from sciml.uncertainty.fitting import fit_last_layer_uncertainty
+from sciml.uncertainty.last_layer import rigidity_spread
 from tests.models.test_e2former import make_e2former
 
 
@@ -85,7 +85,7 @@ def test_the_checkpoint_carries_it_to_the_calculator_and_it_grows_away_from_the_
 def test_the_ensemble_forces_are_the_force_jacobian_along_the_sampled_weights_and_change_no_prediction():
     """float64: forces of the k = 5 ensemble members minus the model's = J (L z_s) with J = dF/d(w, b) from
     D separate backward passes, to 1e-10; energies, forces and stress as without the ensemble."""
-    from sciml.training.uncertainty import force_jacobian
+    from sciml.uncertainty.fitting import force_jacobian
 
     model = make_e2former()
     batch = graph_batch([random_molecule([6, 1, 1, 8, 1], seed=4), random_molecule([8, 1, 1], seed=5)], 4.0)

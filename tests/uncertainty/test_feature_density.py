@@ -13,14 +13,14 @@ import torch
 from scipy.spatial.transform import Rotation
 
 from sciml.calculators import SciMLCalculator
-from sciml.models import LastLayerUncertainty
-from sciml.models.feature_density import FeatureDensity
 from sciml.nn.checkpoint import write_model_checkpoint
 from sciml.nn.forces import ForceStressOutput
 from sciml.testing import graph_batch
 from sciml.training.callbacks import FitLastLayerUncertainty
-from sciml.training.feature_density import COVARIANCE_REGULARISER, fit_feature_density
-from sciml.training.uncertainty import fit_last_layer_uncertainty
+from sciml.uncertainty import LastLayerUncertainty
+from sciml.uncertainty.density_fit import COVARIANCE_REGULARISER, fit_feature_density
+from sciml.uncertainty.feature_density import FeatureDensity
+from sciml.uncertainty.fitting import fit_last_layer_uncertainty
 
 
 def correlated_features(count: int, width: int, seed: int) -> torch.Tensor:

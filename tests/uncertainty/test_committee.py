@@ -9,13 +9,14 @@ import pytest
 import torch
 
 from sciml.calculators import SciMLCalculator
-from sciml.models import Committee, E2Former
-from sciml.models.committee import committee_spread, member_outputs
+from sciml.models import E2Former
 from sciml.nn.checkpoint import build_module, module_spec
 from sciml.nn.forces import ForceStressOutput
 from sciml.testing import EnergyModelTests, graph_batch, random_crystal, random_molecule, randomise_output_head
 from sciml.training import PotentialModule
-from sciml.training.uncertainty import UncertaintyCalibration
+from sciml.uncertainty import Committee
+from sciml.uncertainty.committee import committee_spread, member_outputs
+from sciml.uncertainty.fitting import UncertaintyCalibration
 
 SPECIES = [1, 6, 8, 29]
 

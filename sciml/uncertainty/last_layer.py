@@ -20,12 +20,12 @@ its three components. It costs k more backward passes, batched into one.
 
 With ``density_components = K > 0`` the force uncertainty is sigma_F,i = alpha_F d_i, the distance of atom i's
 features h_i from those of the training atoms of its element under a K-component Gaussian mixture
-(:class:`~sciml.models.feature_density.FeatureDensity`; Zhu et al., J. Chem. Phys. 158, 164111 (2023)): it sees
+(:class:`~sciml.uncertainty.feature_density.FeatureDensity`; Zhu et al., J. Chem. Phys. 158, 164111 (2023)): it sees
 an atom leave its training environments also where the last layer's posterior does not, and costs one small
 mixture evaluation per atom.
 
 G (and, with K, the mixtures) comes from one pass over the training split; varsigma and the two alphas are
-fitted on the validation split (:func:`~sciml.training.uncertainty.fit_last_layer_uncertainty`). The wrapped
+fitted on the validation split (:func:`~sciml.uncertainty.fitting.fit_last_layer_uncertainty`). The wrapped
 model's predictions are unchanged; the extra cost per call is two (N, D) x (D, D) products (and the ensemble's
 backward passes, or the mixtures' N K (D, D) products).
 """
@@ -35,14 +35,15 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from sciml.models.feature_density import FeatureDensity
 from sciml.nn.checkpoint import build_module, module_spec
+from sciml.uncertainty.base import UncertaintyModel
+from sciml.uncertainty.feature_density import FeatureDensity
 
 
-class LastLayerUncertainty(nn.Module):
+class LastLayerUncertainty(UncertaintyModel):
     """``model`` (an :class:`~sciml.models.E2Former` or any energy model that returns ``last_layer_features``
     and has ``energy_scale``) with the LLPR uncertainty (module docstring). Not fitted until
-    :func:`~sciml.training.uncertainty.fit_last_layer_uncertainty` sets ``rigidity_factor`` (D, D), the
+    :func:`~sciml.uncertainty.fitting.fit_last_layer_uncertainty` sets ``rigidity_factor`` (D, D), the
     Cholesky factor L of (G + varsigma^2 I)^-1 = L L^T, and the scales; the state dict carries them.
 
     Args:
@@ -57,9 +58,9 @@ class LastLayerUncertainty(nn.Module):
     def __init__(
         self, model: nn.Module | dict, features: int | None = None, force_samples: int = 0, density_components: int = 0
     ) -> None:
-        super().__init__()
         if isinstance(model, dict):
             model = build_module(model, "last-layer uncertainty model spec")
+        super().__init__(next(model.parameters()).dtype)
         check_force_uncertainty(force_samples, density_components)
         self.model, self.force_samples, self.density_components = model, int(force_samples), int(density_components)
         features = int(features if features is not None else model.energy_head[-1].in_features)
@@ -70,24 +71,11 @@ class LastLayerUncertainty(nn.Module):
             self.feature_density = FeatureDensity(model.species, features, self.density_components).to(dtype)
         # L with (G + varsigma^2 I)^-1 = L L^T: u = |L^T g| is never negative, also in float32
         self.register_buffer("rigidity_factor", torch.zeros(features + 1, features + 1, dtype=dtype))
-        self.register_buffer("energy_uncertainty_scale", torch.tensor(float("nan"), dtype=dtype))
-        self.register_buffer("force_uncertainty_scale", torch.tensor(float("nan"), dtype=dtype))
         self.register_buffer("regulariser", torch.tensor(float("nan"), dtype=dtype))
 
-    @property
-    def species(self) -> list[int]:
-        """The model's atomic numbers."""
-        return self.model.species
-
-    @property
-    def cutoff(self) -> float:
-        """The model's cutoff radius (Å)."""
-        return self.model.cutoff
-
-    @property
-    def calibrated(self) -> bool:
-        """Whether the rigidity and both scales have been fitted."""
-        return bool(torch.isfinite(self.energy_uncertainty_scale) and torch.isfinite(self.force_uncertainty_scale))
+    def energy_models(self) -> list[nn.Module]:
+        """The one trained model."""
+        return [self.model]
 
     def probes(self) -> torch.Tensor:
         """(D, k) standard normal directions z_s, the same on every call (seed 0, drawn in float64)."""
@@ -114,14 +102,15 @@ class LastLayerUncertainty(nn.Module):
             outputs["feature_distance"] = self.feature_density.distance(hidden, batch.numbers).to(hidden.dtype)
         return outputs
 
-    def uncertainty(self, outputs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-        """sigma_E (B,) in eV and sigma_F (N,) in eV/Å (module docstring); NaN until fitted."""
+    def spread(self, outputs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Unscaled sigma_E (B,) in eV and sigma_F (N,) in eV/Å (module docstring); the scales, once fitted, make
+        them :meth:`uncertainty` (NaN until then)."""
         energy, forces = rigidity_spread(outputs, self.rigidity_factor)
         if self.force_samples:
             forces = ensemble_force_spread(outputs["last_layer_ensemble_forces"])
         elif self.density_components:
             forces = outputs["feature_distance"]
-        return self.energy_uncertainty_scale * energy, self.force_uncertainty_scale * forces
+        return energy, forces
 
 
 def check_force_uncertainty(force_samples: int, density_components: int | None) -> None:

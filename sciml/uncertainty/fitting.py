@@ -1,10 +1,9 @@
-"""Calibration of uncertainties on a held-out split: a committee's scales, and the last-layer (LLPR) fit.
+"""Fitting uncertainties on a held-out split: a committee's scales, and the last-layer (LLPR) fit.
 
 With the members' spreads u (per structure for energies, per atom and component for forces, see
-:func:`~sciml.models.committee.committee_spread`) and the committee mean's errors e over the split, the
-scale is s^2 = sum e^2 / sum u^2: the calibrated variances s^2 u^2 add up to the observed squared errors
-(Musil et al., J. Chem. Theory Comput. 15, 906 (2019), fit one such factor per property). Sums are
-accumulated batch by batch and added across processes, so the scale is the split's, not a batch mean.
+:func:`~sciml.uncertainty.committee.committee_spread`) and the committee mean's errors e over the split, the
+scales follow the rule of :mod:`sciml.uncertainty.scales`, s^2 = sum e^2 / sum u^2. Sums are accumulated batch
+by batch and added across processes, so the scale is the split's, not a batch mean.
 """
 
 from __future__ import annotations
@@ -14,10 +13,11 @@ from collections.abc import Callable, Iterable
 import torch
 from torch import nn
 
-from sciml.models.committee import committee_spread
-from sciml.models.last_layer import LastLayerUncertainty, ensemble_force_spread, rigidity_spread
 from sciml.nn.forces import ForceStressOutput
-from sciml.training.feature_density import fit_feature_density
+from sciml.uncertainty.committee import Committee, committee_spread
+from sciml.uncertainty.density_fit import fit_feature_density
+from sciml.uncertainty.last_layer import LastLayerUncertainty, ensemble_force_spread, rigidity_spread
+from sciml.uncertainty.scales import scale_factor, scale_from_sums
 
 SUMS = ("energy_error_sq", "energy_spread_sq", "force_error_sq", "force_spread_sq", "frames", "components")
 
@@ -50,21 +50,19 @@ class UncertaintyCalibration:
     def scales(self) -> tuple[float, float]:
         """``(s_E, s_F)``: sqrt(sum e^2 / sum u^2) for energies and forces (NaN without that label)."""
         energy_error, energy_spread, force_error, force_spread, frames, components = self.sums.tolist()
-        energy = (energy_error / energy_spread) ** 0.5 if frames and energy_spread > 0 else float("nan")
-        forces = (force_error / force_spread) ** 0.5 if components and force_spread > 0 else float("nan")
+        energy = scale_from_sums(energy_error, energy_spread) if frames else float("nan")
+        forces = scale_from_sums(force_error, force_spread) if components else float("nan")
         return energy, forces
 
 
-def calibrate_committee(committee: nn.Module, validation_batches: Iterable, prepare: Callable = lambda b: b) -> None:
-    """Set a :class:`~sciml.models.Committee`'s two scales from ``validation_batches`` (energy and force labels),
+def calibrate_committee(committee: Committee, validation_batches: Iterable, prepare: Callable = lambda b: b) -> None:
+    """Set a :class:`~sciml.uncertainty.Committee`'s two scales from ``validation_batches`` (energy and force labels),
     as a training run's validation does: for members trained one by one, outside a joint run."""
     calibration, potential = UncertaintyCalibration(), ForceStressOutput(committee.eval())
     for batch in validation_batches:
         batch = prepare(batch)
         calibration.update(batch, potential(batch))
-    energy, forces = calibration.scales()
-    committee.energy_uncertainty_scale.fill_(energy)
-    committee.force_uncertainty_scale.fill_(forces)
+    committee.set_scales(*calibration.scales())
 
 
 #: The regularisers tried, each varsigma^2 as a fraction of trace(G) / D; the one with the lowest Gaussian
@@ -84,11 +82,11 @@ def fit_last_layer_uncertainty(
     force_samples: int = 0,
     density_components: int | None = None,
 ) -> LastLayerUncertainty:
-    """The LLPR uncertainty of a trained ``model`` (see :mod:`sciml.models.last_layer`): G = sum g g^T over
+    """The LLPR uncertainty of a trained ``model`` (see :mod:`sciml.uncertainty.last_layer`): G = sum g g^T over
     ``train_batches`` (no forces needed), then on ``validation_batches`` (with energy and force labels) the
-    regulariser from :data:`REGULARISER_GRID` and the two scales, s^2 = sum e^2 / sum u^2 as for a committee.
+    regulariser from ``REGULARISER_GRID`` and the two scales, s^2 = sum e^2 / sum u^2 as for a committee.
     The force uncertainty: by default (``density_components`` None, ``force_samples`` 0) the distance of each
-    atom's features from the training atoms' under :data:`DENSITY_COMPONENTS` mixture components per element
+    atom's features from the training atoms' under ``DENSITY_COMPONENTS`` mixture components per element
     (fitted to the features of ``train_batches``); ``density_components`` K, with K components (0: the per-atom
     energy rigidity); ``force_samples`` k > 0, the forces of that many last-layer ensemble members (each
     validation batch's force Jacobian dF/d(w, b) gives each regulariser's ensemble; only the per-atom spreads
@@ -148,19 +146,17 @@ def fit_last_layer_uncertainty(
             force_spread = torch.cat(ensemble_spreads[index])
         elif density_components:
             force_spread = density_spread
-        alpha_e = (energy_error.pow(2).sum() / energy_spread.pow(2).sum()).sqrt()
-        alpha_f = (force_error.pow(2).sum() / (3 * force_spread.pow(2).sum())).sqrt()
+        alpha_e, alpha_f = scale_factor(energy_error, energy_spread), scale_factor(force_error, force_spread[:, None])
         if density_components:
             nll = gaussian_nll(energy_error, alpha_e * energy_spread)
         else:
             nll = gaussian_nll(force_error, alpha_f * force_spread[:, None])
         if best is None or nll < best[0]:
-            best = (nll, fraction * scale, factor, float(alpha_e), float(alpha_f))
+            best = (nll, fraction * scale, factor, alpha_e, alpha_f)
     _, regulariser, factor, alpha_e, alpha_f = best
     wrapped.rigidity_factor.copy_(factor)
     wrapped.regulariser.fill_(regulariser)
-    wrapped.energy_uncertainty_scale.fill_(alpha_e)
-    wrapped.force_uncertainty_scale.fill_(alpha_f)
+    wrapped.set_scales(alpha_e, alpha_f)
     return wrapped
 
 
@@ -171,7 +167,7 @@ def gaussian_nll(error: torch.Tensor, sigma: torch.Tensor) -> float:
 
 
 class LastLayerJacobian(nn.Module):
-    """A :class:`~sciml.models.LastLayerUncertainty`'s outputs with its D per-structure last-layer gradients as
+    """A :class:`~sciml.uncertainty.LastLayerUncertainty`'s outputs with its D per-structure last-layer gradients as
     the ensemble energies (D, B), so that :class:`~sciml.nn.forces.ForceStressOutput` returns, with the forces and
     in the same batched backward pass, ``last_layer_ensemble_forces`` (D, N, 3) = dF/d(w, b) per weight."""
 
