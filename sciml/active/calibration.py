@@ -20,29 +20,30 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ase import Atoms
+from torch import nn
 
 from sciml.active.exploration import ExplorationSettings, explore, shares
-from sciml.calculators.checkpoint import load_model
 from sciml.nn.checkpoint import write_model_checkpoint
+from sciml.uncertainty import UncertaintyModel
 from sciml.uncertainty.report import calibration_report
 from sciml.uncertainty.scales import scale_factor
 
 
 def sample_frames(
-    checkpoint: str | Path,
+    model: nn.Module,
     starts: list[Atoms],
     settings: ExplorationSettings,
     frames: int,
     seed: int,
     on_step: Callable[[int, float], None] | None = None,
+    explorer: Callable[..., list] = explore,
 ) -> list[Atoms]:
-    """``frames`` frames uniform in time from ML Langevin MD with ``checkpoint``'s model (the ramp and hold of
-    ``settings``): max(R, number of starts) runs, run k from start k modulo their number, in batches of
-    ``settings.replicas`` R (:func:`~sciml.active.exploration.explore`), the frames shared among the runs and
-    taken during the hold, each with ``info["uncertainty"]`` (its largest per-atom force uncertainty, eV/Å),
+    """``frames`` frames uniform in time from ML Langevin MD with ``model`` (the ramp and hold of ``settings``):
+    max(R, number of starts) runs, run k from start k modulo their number, in batches of ``settings.replicas``
+    R (``explorer``: :func:`~sciml.active.exploration.explore`), the frames shared among the runs and taken
+    during the hold, each with ``info["uncertainty"]`` (its largest per-atom force uncertainty, eV/Å),
     ``info["time_fs"]``, ``info["start"]`` and ``info["replica"]`` (the run). A run that ends early (it left
     what the model knows) gives the frames it reached."""
-    model = load_model(checkpoint)
     hold_steps = round(settings.hold_ps * 1000 / settings.timestep)
     runs = max(settings.replicas, len(starts))
     counts = shares(frames, runs)
@@ -50,8 +51,8 @@ def sample_frames(
     sampled = []
     for first in range(0, runs, settings.replicas):
         batch = list(range(first, min(first + settings.replicas, runs)))
-        found = explore([starts[k % len(starts)] for k in batch], model, settings, seed + first, on_step,
-                        sample_every=sample_every, replicas=len(batch))  # fmt: skip
+        found = explorer([starts[k % len(starts)] for k in batch], model, settings, seed + first, on_step,
+                         sample_every=sample_every, replicas=len(batch))  # fmt: skip
         for run, exploration in zip(batch, found, strict=True):
             for frame in exploration.samples[: counts[run]]:
                 frame.info.update(start=run % len(starts), replica=run)
@@ -59,23 +60,23 @@ def sample_frames(
     return sampled
 
 
-def scale_factors(checkpoint: str | Path, labelled: list[Atoms]) -> tuple[float, float]:
+def scale_factors(model: nn.Module, labelled: list[Atoms]) -> tuple[float, float]:
     """(energy, force) factors s, s^2 = sum e^2 / sum sigma^2 (:func:`~sciml.uncertainty.scales.scale_factor`),
-    of ``checkpoint``'s model on the ``labelled`` frames: its scales times these are the scales fitted on them."""
+    of ``model`` (with an uncertainty) on the ``labelled`` frames: its scales times these are the scales fitted
+    on them."""
     from sciml.calculators import SciMLCalculator
 
-    report = calibration_report(SciMLCalculator.from_checkpoint(checkpoint, uncertainty=True), labelled)
+    report = calibration_report(SciMLCalculator(model, uncertainty=True), labelled)
     energy = scale_factor(report.energy_error, report.energy_uncertainty)
     force = scale_factor(report.component_error, report.component_uncertainty)
     return energy, force
 
 
-def rescaled_checkpoint(checkpoint: str | Path, factors: tuple[float, float], output: str | Path) -> Path:
-    """``checkpoint``'s model with its energy and force uncertainty scales multiplied by ``factors``, written
-    to ``output``; predictions unchanged."""
-    model = load_model(checkpoint)
+def rescaled_checkpoint(model: UncertaintyModel, factors: tuple[float, float], output: str | Path) -> Path:
+    """``model`` (changed in place: pass a copy to keep it) with its energy and force uncertainty scales
+    multiplied by ``factors``, written to ``output``; predictions unchanged."""
     try:
         model.rescale(*factors)
     except ValueError as error:
-        raise ValueError(f"{checkpoint}: {error}") from error
+        raise ValueError(f"{output}: {error}") from error
     return write_model_checkpoint(model, output)

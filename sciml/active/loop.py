@@ -42,28 +42,35 @@ new exploration. An oracle failure is recorded in the store and skipped.
 
 from __future__ import annotations
 
+import copy
 import hashlib
-import json
 import math
 import shutil
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from ase import Atoms
 
-from sciml.active.budget import FINAL_SHARE, MINIMUM_FINAL_SHARE, Rates, end_md_seconds, round_seconds, runs_per_round
+from sciml.active.budget import Planner, runs_per_round
 from sciml.active.calibration import rescaled_checkpoint, sample_frames, scale_factors
 from sciml.active.exploration import ExplorationSettings, explore, select_frames, shares
-from sciml.active.oracles import Oracle, OracleFailure
+from sciml.active.labelling import Labeller
+from sciml.active.oracles import Oracle
 from sciml.active.picks import candidate_frame, labelled_copy, read_picks, write_picks
+from sciml.active.state import RunState
 from sciml.active.store import LabelStore
 from sciml.active.structures import rattled_copies
 from sciml.active.training import TrainingSettings, train_round
+from sciml.calculators.checkpoint import CheckpointModels
 from sciml.md import start_structures
 
-PHASES = ("oracle", "training", "md")
+#: ``explorer(starts, model, settings, seed, on_step)``: one batch of exploration runs (one per start), as
+#: :func:`~sciml.active.exploration.explore` runs them.
+Explorer = Callable[..., list]
+#: ``trainer(frames_path, directory, settings, round, previous, epochs=None, max_seconds=None)``: a trained
+#: checkpoint in ``directory``, as :func:`~sciml.active.training.train_round` writes it.
+Trainer = Callable[..., Path]
 
 
 @dataclass
@@ -103,7 +110,16 @@ class LearningSettings:
 
 
 class ActiveLearning:
-    """The loop of the module docstring in ``directory`` with ``oracle``; ``report`` receives progress lines."""
+    """The loop of the module docstring in ``directory`` with ``oracle``; ``report`` receives progress lines.
+
+    Its parts are passed in (defaults: the real ones): ``explorer`` runs a batch of exploration runs
+    (:func:`~sciml.active.exploration.explore`), ``trainer`` trains a round's model
+    (:func:`~sciml.active.training.train_round`), ``models`` loads trained checkpoints once
+    (:class:`~sciml.calculators.checkpoint.CheckpointModels`). The run's state
+    (:class:`~sciml.active.state.RunState`), its labeller (:class:`~sciml.active.labelling.Labeller`: the oracle
+    and the store) and its planner (:class:`~sciml.active.budget.Planner`: the time budget) are built here from
+    the directory and settings.
+    """
 
     def __init__(
         self,
@@ -112,44 +128,17 @@ class ActiveLearning:
         settings: LearningSettings,
         report: Callable[[str], None] = print,
         on_md_step: Callable[[int, float], None] | None = None,
+        explorer: Explorer = explore,
+        trainer: Trainer = train_round,
+        models: CheckpointModels | None = None,
     ) -> None:
         self.directory, self.oracle, self.settings, self.report = Path(directory), oracle, settings, report
-        self.on_md_step = on_md_step
+        self.on_md_step, self.explorer, self.trainer = on_md_step, explorer, trainer
+        self.models = models or CheckpointModels()
         self.store = LabelStore(self.directory)
-        self.state_path = self.directory / "state.json"
-        self.state = self._load_state()
-
-    # --- state -------------------------------------------------------------------------------------------
-    def _load_state(self) -> dict:
-        if not self.state_path.exists():
-            return {"source": self.settings.source, "oracle": self.oracle.name, "rounds": [], "converged": False,
-                    "seconds": dict.fromkeys(PHASES, 0.0)}  # fmt: skip
-        state = json.loads(self.state_path.read_text())
-        for key, given in (("source", self.settings.source), ("oracle", self.oracle.name)):
-            if state[key] != given:
-                raise ValueError(
-                    f"'{self.directory}' holds a run with {key} '{state[key]}', not '{given}': "
-                    "resume it with the same start and oracle, or choose another directory"
-                )
-        return state
-
-    def _save_state(self) -> None:
-        temporary = self.state_path.with_suffix(".json.partial")
-        temporary.write_text(json.dumps(self.state, indent=1))
-        temporary.replace(self.state_path)
-
-    def _timed(self, phase: str, function, *args, **kwargs):
-        start = time.perf_counter()
-        try:
-            return function(*args, **kwargs)
-        finally:
-            self.state["seconds"][phase] += time.perf_counter() - start
-            self._save_state()
-
-    def _round_record(self, round: int) -> dict:
-        while len(self.state["rounds"]) < round:
-            self.state["rounds"].append({"round": len(self.state["rounds"]) + 1})
-        return self.state["rounds"][round - 1]
+        self.state = RunState.load(self.directory / "state.json", settings.source, oracle.name)
+        self.labeller = Labeller(oracle, self.store, self.state, report)
+        self.planner = Planner(settings, self.state, self.store, report)
 
     # --- the loop ----------------------------------------------------------------------------------------
     def run(self, start: Atoms | Sequence[Atoms], dataset: list[Atoms] | None = None) -> Path:
@@ -162,27 +151,27 @@ class ActiveLearning:
             raise ValueError("rounds 0 and final_epochs 0 train no model: give rounds >= 1 or final_epochs >= 1")
         starts = start_structures(start)
         self._seed(starts, dataset)
-        previous = None
+        previous, state = None, self.state
         for round in range(1, self.settings.rounds + 1):
             checkpoint = self.directory / f"round{round}" / "model.ckpt"
-            if round > 1 and not checkpoint.exists() and not self._round_fits(round, len(starts)):
+            if round > 1 and not checkpoint.exists() and not self.planner.round_fits(round, len(starts)):
                 break
-            record = self._round_record(round)
+            record = state.round_record(round)
             if not checkpoint.exists():
                 self.report(f"round {round}: training on {len(self.store.labelled)} labelled frames")
-                self._timed("training", train_round, self.store.labelled_path, checkpoint.parent,
+                state.timed("training", self.trainer, self.store.labelled_path, checkpoint.parent,
                             self.settings.training, round, previous)  # fmt: skip
             previous = checkpoint
             record["frames_trained"] = record.get("frames_trained", len(self.store.labelled))
             candidates = self._candidates(round, record, starts, checkpoint)
             if record["below_threshold"]:
-                self.state["converged"] = True
-                self._save_state()
+                state.converged = True
+                state.save()
                 self._progress(round, "converged: the whole run stayed below the threshold")
                 break
-            self._label(candidates, round)
-            record["labelled"] = self._labelled_in(round)
-            self._save_state()
+            self.labeller.label(candidates, round)
+            record["labelled"] = self.labeller.labelled_in(round)
+            state.save()
             self._progress(round, f"labelled {record['labelled']} of {len(candidates)} picked")
         else:
             if self.settings.rounds:
@@ -193,14 +182,14 @@ class ActiveLearning:
         final = self.directory / "final" / "model.ckpt"
         epochs = self.settings.training.final_epochs
         origin = f"{previous}, {epochs} epochs"  # another last round or final_epochs: trained anew
-        if epochs and not (final.exists() and self.state.get("final_from") == origin):
-            seconds = self._final_seconds(len(starts))
+        if epochs and not (final.exists() and state.final_from == origin):
+            seconds = self.planner.final_seconds(len(starts))
             within = f" (fitted to {seconds / 60:.1f} min of the time budget)" if seconds else ""
             self.report(f"final model: {epochs} epochs on {len(self.store.labelled)} frames{within}")
-            self._timed("training", train_round, self.store.labelled_path, final.parent, self.settings.training,
+            state.timed("training", self.trainer, self.store.labelled_path, final.parent, self.settings.training,
                         self.settings.rounds + 1, previous, epochs, seconds)  # fmt: skip
-            self.state["final_from"] = origin
-            self._save_state()
+            state.final_from = origin
+            state.save()
         confirmed = self._confirm(final if epochs else previous, starts)
         model = self.directory / "model.ckpt"
         shutil.copyfile(confirmed, model)
@@ -212,35 +201,32 @@ class ActiveLearning:
         ramp, then ``confirm_hold_ps`` at the target): the rounds checked their own models, not this one, and
         over a shorter hold. Above ``confirm_level`` times the threshold, the frames it picked are labelled
         (their round: the last round + k) and the model trains ``epochs_per_round`` more on everything, at most
-        ``confirmations`` times. Returns the last model; ``state["confirmed"]`` says whether its run stayed at or
+        ``confirmations`` times. Returns the last model; ``state.confirmed`` says whether its run stayed at or
         below that level."""
         if not self.settings.confirmations or not self.settings.rounds:  # no exploration asked for: none here
             return model
-        exploration, hold = self.settings.exploration, self.settings.confirm_hold_ps
+        state, exploration, hold = self.state, self.settings.exploration, self.settings.confirm_hold_ps
         settings = replace(exploration, hold_ps=hold, threshold=self.settings.confirm_level * exploration.threshold)
-        rounds = len(self.state["rounds"])
+        rounds = len(state.rounds)
         digest = hashlib.sha256(model.read_bytes()).hexdigest()[:16]
         origin = f"{model} (sha256 {digest}) after round {rounds}, {hold:g} ps at or below {settings.threshold:g} eV/Å"
-        if self.state.get("confirmations_of") != origin:  # a new final model or level: confirmed anew
+        if state.confirmations_of != origin:  # a new final model or level: confirmed anew
             for old in self.directory.glob("confirm[0-9]*"):
                 shutil.rmtree(old)
-            self.state.update(confirmations_of=origin, confirmations=[], confirmed=False)
+            state.confirmations_of, state.confirmations, state.confirmed = origin, [], False
         level = f"{self.settings.confirm_level:g} x the threshold ({settings.threshold:.3f} eV/Å)"
         note = f" (confirmation of the final model, at {self.settings.confirm_level:g} x the threshold)"
-        records = self.state["confirmations"]
         for k in range(1, self.settings.confirmations + 2):
-            if len(records) < k:
-                records.append({"confirmation": k})
-            directory = self.directory / f"confirm{k}"
+            record, directory = state.confirmation_record(k), self.directory / f"confirm{k}"
             if self.settings.calibration_frames:
-                model = self._calibrate(model, directory, rounds + k, starts, records[k - 1])
-            records[k - 1]["model"] = str(model)
-            frames = self._candidates(rounds + k, records[k - 1], starts, model, settings, directory,
+                model = self._calibrate(model, directory, rounds + k, starts, record)
+            record["model"] = str(model)
+            frames = self._candidates(rounds + k, record, starts, model, settings, directory,
                                       f"final{rounds}-confirm{k}", note)  # fmt: skip
-            largest = records[k - 1]["max_uncertainty"]
-            if records[k - 1]["below_threshold"]:
-                self.state["confirmed"] = True
-                self._save_state()
+            largest = record["max_uncertainty"]
+            if record["below_threshold"]:
+                state.confirmed = True
+                state.save()
                 self.report(f"final model confirmed: {hold:g} ps at {settings.temperature:g} K stayed at or below "
                             f"{level} (largest uncertainty {largest:.3f} eV/Å)")  # fmt: skip
                 return model
@@ -250,12 +236,12 @@ class ActiveLearning:
                     f"uncertainty {largest:.3f} eV/Å): more --confirmations or --rounds continue the run"
                 )
                 return model
-            self._label(frames, rounds + k)
-            calibration = records[k - 1].get("calibration", {}).get("frames", 0)
-            records[k - 1]["labelled"] = self._labelled_in(rounds + k) - calibration  # failures left out
-            self._save_state()
+            self.labeller.label(frames, rounds + k)
+            calibration = record.get("calibration", {}).get("frames", 0)
+            record["labelled"] = self.labeller.labelled_in(rounds + k) - calibration  # failures left out
+            state.save()
             retrained = directory / "model.ckpt"
-            if not retrained.exists() and not self._retraining_fits(len(starts)):
+            if not retrained.exists() and not self.planner.retraining_fits(len(starts)):
                 self.report(f"final model not confirmed (largest uncertainty {largest:.3f} eV/Å): its retraining "
                             "and a new confirmation run would not fit in the time budget")  # fmt: skip
                 return model
@@ -265,7 +251,7 @@ class ActiveLearning:
                     f"{len(frames)}, training {self.settings.training.epochs_per_round} epochs on "
                     f"{len(self.store.labelled)}"
                 )
-                self._timed("training", train_round, self.store.labelled_path, directory, self.settings.training,
+                state.timed("training", self.trainer, self.store.labelled_path, directory, self.settings.training,
                             self.settings.rounds + 1 + k, model)  # fmt: skip
             model = retrained
         return model
@@ -274,100 +260,44 @@ class ActiveLearning:
         """``model`` with its uncertainty scales refitted on ``calibration_frames`` frames of its own MD at the
         target (:mod:`sciml.active.calibration`), as ``<directory>/calibrated.ckpt``. The frames (written to
         ``calibration.extxyz`` before the oracle sees them) are labelled with round ``round`` and stay in the
-        store; ``record["calibration"]`` has their number and the two factors."""
+        store; ``record["calibration"]`` has their number and the two factors. The model is loaded once."""
         calibrated, path = directory / "calibrated.ckpt", directory / "calibration.extxyz"
         if calibrated.exists() and "calibration" in record:
             return calibrated
         directory.mkdir(parents=True, exist_ok=True)
-        exploration = self.settings.exploration
+        state, exploration = self.state, self.settings.exploration
         if path.exists():
             frames = read_picks(path)
         else:
             count = self.settings.calibration_frames
             self.report(f"final model: {count} frames of its own MD at {exploration.temperature:g} K to calibrate "
                         "its uncertainty")  # fmt: skip
-            frames = self._timed("md", sample_frames, model, starts, exploration, count,
-                                 self.settings.seed + 1000 * round + 500, self.on_md_step)  # fmt: skip
+            frames = state.timed("md", sample_frames, self.models(model), starts, exploration, count,
+                                 self.settings.seed + 1000 * round + 500, self.on_md_step, self.explorer)  # fmt: skip
             for index, frame in enumerate(frames):
-                frame.info.update(key=f"final{len(self.state['rounds'])}-{directory.name}-calibration{index}", reason=(
+                frame.info.update(key=f"final{len(state.rounds)}-{directory.name}-calibration{index}", reason=(
                     f"calibration: frame {index} of the final model's MD at {exploration.temperature:g} K "
                     f"(uniform in time, {frame.info['time_fs']:g} fs)"))  # fmt: skip
             write_picks(path, frames)
         keys = {frame.info["key"] for frame in frames}
-        self._label([(frame.info["key"], frame) for frame in frames], round)
+        self.labeller.label([(frame.info["key"], frame) for frame in frames], round)
         labelled = [frame for frame in self.store.labelled if frame.info["key"] in keys]
         if len(labelled) < 2:
             self.report(f"final model: {len(labelled)} calibration frames labelled, too few to refit; the "
                         "validation split's scales stay")  # fmt: skip
             record["calibration"] = {"frames": len(labelled), "energy_scale_factor": 1.0, "force_scale_factor": 1.0}
-            self._save_state()
+            state.save()
             return model
-        factors = self._timed("training", scale_factors, model, labelled)
-        rescaled_checkpoint(model, factors, calibrated)
+        factors = state.timed("training", scale_factors, self.models(model), labelled)
+        rescaled_checkpoint(copy.deepcopy(self.models(model)), factors, calibrated)
         record["calibration"] = {"frames": len(labelled), "energy_scale_factor": factors[0],
                                  "force_scale_factor": factors[1]}  # fmt: skip
-        self._save_state()
+        state.save()
         self.report(
             f"final model: uncertainty calibrated on {len(labelled)} frames of its MD at "
             f"{exploration.temperature:g} K (force scale x {factors[1]:.2f}, energy x {factors[0]:.2f})"
         )
         return calibrated
-
-    # --- the time budget (sciml.active.budget) -------------------------------------------------------------
-    def _left(self) -> float:
-        """Seconds of the budget left: the budget less the phase clocks' sum."""
-        return self.settings.time_budget_min * 60 - sum(self.state["seconds"].values())
-
-    def _measured_rates(self) -> Rates:
-        """The rounds' rates (kept in the state: later trainings are not rounds)."""
-        training = self.settings.training
-        rates = Rates.measured(self.state, training.epochs, training.epochs_per_round,
-                               len(self.store.labelled) + len(self.store.failed))  # fmt: skip
-        self.state["rates"] = asdict(rates)
-        return rates
-
-    def _end_md(self, rates: Rates, starts: int) -> float:
-        settings = self.settings
-        if not settings.confirmations or not settings.rounds:
-            return 0.0
-        return end_md_seconds(rates, settings.exploration, starts, settings.confirm_hold_ps,
-                              settings.calibration_frames)  # fmt: skip
-
-    def _round_fits(self, round: int, starts: int) -> bool:
-        """Whether round ``round`` and the end's reserve fit in the time left (always, without a budget)."""
-        self.state.pop("budget_ended_after", None)  # a resumed run with more time goes on
-        if self.settings.time_budget_min is None:
-            return True
-        rates, budget = self._measured_rates(), self.settings.time_budget_min * 60
-        exploration, epochs = self.settings.exploration, self.settings.training.epochs_per_round
-        cost = round_seconds(rates, exploration, starts, len(self.store.labelled), epochs)
-        reserve = FINAL_SHARE * budget + self._end_md(rates, starts)
-        if cost + reserve <= self._left():
-            return True
-        self.state["budget_ended_after"] = round - 1
-        self._save_state()
-        self.report(f"time budget: round {round} (about {cost / 60:.1f} min) and the final model's training, "
-                    f"calibration and confirmation (about {reserve / 60:.1f} min) would not fit in the "
-                    f"{self._left() / 60:.1f} min left of {budget / 60:g}; exploration ends after round "
-                    f"{round - 1}")  # fmt: skip
-        return False
-
-    def _final_seconds(self, starts: int) -> float | None:
-        """The final training's time: the time left less the calibration and confirmation (at least
-        ``MINIMUM_FINAL_SHARE`` of the budget); None without a budget."""
-        if self.settings.time_budget_min is None:
-            return None
-        reserve = self._end_md(self._measured_rates(), starts)
-        return max(self._left() - reserve, MINIMUM_FINAL_SHARE * self.settings.time_budget_min * 60)
-
-    def _retraining_fits(self, starts: int) -> bool:
-        """Whether a confirmation's retraining (``epochs_per_round`` on everything labelled) and the next
-        calibration and confirmation fit in the time left, at the rounds' rates (always, without a budget)."""
-        if self.settings.time_budget_min is None:
-            return True
-        rates = Rates(**self.state["rates"]) if "rates" in self.state else self._measured_rates()
-        training = rates.training * len(self.store.labelled) * self.settings.training.epochs_per_round
-        return training + self._end_md(rates, starts) <= self._left()
 
     def _seed(self, starts: list[Atoms], dataset: list[Atoms] | None) -> None:
         if dataset is not None:
@@ -385,7 +315,7 @@ class ActiveLearning:
             pending += [(f"{prefix}-{k}", atoms, reason) for k, atoms in enumerate(copies)]
         pending = [item for item in pending if item[0] not in self.store.keys]
         for key, atoms, reason in pending:
-            self._label_one(atoms, key, 0, float("nan"), reason)
+            self.labeller.label_one(atoms, key, 0, float("nan"), reason)
         if pending:
             self._progress(0, f"seed set labelled ({len(self.store.labelled)} frames)")
 
@@ -418,12 +348,13 @@ class ActiveLearning:
         name = f"round {round}" if not prefix else f"{prefix} (final model)"
         self.report(f"{name}: exploring (up to {budget} MD steps" + (f" from {n} starts" if n > 1 else "")
                     + (f" in batches of {batch} replicas)" if batch > 1 else ")"))  # fmt: skip
-        explore_batch = _batch_explorer(checkpoint, settings, self.on_md_step)
+        model = self.models(checkpoint)  # in memory for every batch of the round
         runs, frames = [], []
         while True:  # runs that end early are followed by new ones (other velocities) until the cap or budget
             seed = self.settings.seed + 1000 * round + len(runs)
             origins = [(round - 1 + len(runs) + r) % n for r in range(batch)]
-            found = self._timed("md", explore_batch, [starts[origin] for origin in origins], seed)
+            batch_starts = [starts[origin] for origin in origins]
+            found = self.state.timed("md", self.explorer, batch_starts, model, settings, seed, self.on_md_step)
             pool = [candidate for run in found for candidate in run.candidates]
             picked = select_frames(pool, settings.cap - len(frames), settings.spacing_fs)
             last = {id(run.candidates[-1]) for run in found if run.stopped and not run.broken and run.candidates}
@@ -439,30 +370,12 @@ class ActiveLearning:
                       for r in runs), stopped=sum(r.stopped for r in runs), broken=sum(r.broken for r in runs),
                       candidates=sum(len(r.candidates) for r in runs), picked=len(frames),
                       below_threshold=len(runs) == needed and all(r.below_threshold for r in runs))  # fmt: skip
-        self._save_state()
+        self.state.save()
         return [(frame.info["key"], frame) for frame in frames]
 
-    def _label(self, candidates: list[tuple[str, Atoms]], round: int) -> None:
-        for key, frame in candidates:
-            if key not in self.store.keys:
-                self._label_one(frame, key, round, float(frame.info["uncertainty"]), frame.info["reason"])
-
-    def _labelled_in(self, round: int) -> int:
-        """Frames of the store labelled with round number ``round``."""
-        return sum(1 for frame in self.store.labelled if int(frame.info["round"]) == round)
-
-    def _label_one(self, atoms: Atoms, key: str, round: int, uncertainty: float, reason: str) -> None:
-        try:
-            labelled = self._timed("oracle", self.oracle.label, atoms)
-        except OracleFailure as failure:
-            self.store.add_failure(atoms, key, round, uncertainty, reason, str(failure))
-            self.report(f"round {round}: oracle failed on {key} (recorded in {self.store.failed_path.name}): {failure}")
-            return
-        self.store.add(labelled, key, round, uncertainty, reason, self.oracle.name)
-
     def _progress(self, round: int, event: str) -> None:
-        seconds = self.state["seconds"]
-        largest = self.state["rounds"][round - 1].get("max_uncertainty", math.nan) if round else math.nan
+        seconds = self.state.seconds
+        largest = self.state.rounds[round - 1].get("max_uncertainty", math.nan) if round else math.nan
         self.report(
             f"round {round} | {event} | labelled {len(self.store.labelled)}, failed {len(self.store.failed)} | "
             f"largest uncertainty {largest:.3f} eV/Å (threshold {self.settings.exploration.threshold}) | "
@@ -471,24 +384,16 @@ class ActiveLearning:
 
     def summary(self) -> dict:
         """The run's figures: rounds, frames labelled and failed, convergence, seconds per phase, settings."""
+        state = self.state
         return {
-            "rounds": self.state["rounds"],
+            "rounds": state.rounds,
             "labelled": len(self.store.labelled),
             "failed": len(self.store.failed),
             "oracle_calls": len(self.store.labelled) + len(self.store.failed),
-            "converged": self.state["converged"],
-            "confirmations": self.state.get("confirmations", []),
-            "confirmed": self.state.get("confirmed"),
-            "budget_ended_after": self.state.get("budget_ended_after"),
-            "seconds": self.state["seconds"],
+            "converged": state.converged,
+            "confirmations": state.confirmations,
+            "confirmed": state.confirmed,
+            "budget_ended_after": state.budget_ended_after,
+            "seconds": state.seconds,
             "settings": asdict(self.settings),
         }
-
-
-def _batch_explorer(checkpoint: Path, settings: ExplorationSettings, on_step) -> Callable[[list[Atoms], int], list]:
-    """``explore(starts, seed)``: one batch of ``settings.replicas`` exploration runs with ``checkpoint``'s model
-    from these starts (one each; :func:`~sciml.active.exploration.explore`)."""
-    from sciml.calculators import load_model
-
-    model = load_model(checkpoint)
-    return lambda starts, seed: explore(starts, model, settings, seed, on_step)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -31,3 +32,21 @@ def load_model(path: str | Path, device: str | torch.device = "cpu", use_ema: bo
         model = model.to(stored)
     model.load_state_dict(state)
     return model.to(device).eval()
+
+
+class CheckpointModels:
+    """Trained models by checkpoint: each loaded once (again only when its file changes) and kept in memory, so
+    that the steps of a round or a confirmation share one model instead of reading the file each."""
+
+    def __init__(self, loader: Callable[[Path], nn.Module] = load_model, keep: int = 2) -> None:
+        self.loader, self.keep, self.loaded = loader, keep, {}
+        self.loads = 0
+
+    def __call__(self, path: Path) -> nn.Module:
+        stat = Path(path).stat()
+        key = (str(path), stat.st_mtime_ns, stat.st_size)
+        if key not in self.loaded:
+            self.loads += 1
+            self.loaded = {k: v for k, v in list(self.loaded.items())[-(self.keep - 1) :]} if self.keep > 1 else {}
+            self.loaded[key] = self.loader(path)
+        return self.loaded[key]

@@ -25,7 +25,8 @@ from tqdm import tqdm
 
 from sciml.commands.options import add_renamed
 from sciml.commands.potential_options import add_potential_arguments, structure_and_calculator
-from sciml.md import ENGINE_ENSEMBLES, ENSEMBLES, MDSettings, energy_drift, run_ase_md, run_replicas
+from sciml.md import MDSettings, energy_drift, run_ase_md, run_replicas
+from sciml.md.settings import ENGINE_ENSEMBLES, ENSEMBLES
 
 ENGINES = ("auto", "sciml", "ase")
 

@@ -35,7 +35,8 @@ class MolecularEncoder(nn.Module):
         cutoff: neighbour radius in Å.
         output_dim: learned functions (k - 1).
         backbone: init arguments of the :class:`~sciml.models.E2Former` backbone (any but ``species``,
-            ``cutoff``, ``avg_neighbours`` and the energy readout's), over :data:`~sciml.koopman.molecular.BACKBONE_DEFAULTS`.
+            ``cutoff``, ``avg_neighbours`` and the energy readout's), over
+            :data:`~sciml.koopman.molecular.BACKBONE_DEFAULTS`.
         avg_neighbours: the backbone's edge-degree normaliser (linked from the data by ``sciml fit``).
         hidden: widths of the MLP head.
         pooling: ``"mean"`` or ``"sum"`` over the atoms of a structure.

@@ -11,11 +11,9 @@ from sciml.md.ase_driver import run_ase_md
 from sciml.md.drift import energy_drift
 from sciml.md.engine import run_replicas, start_structures
 from sciml.md.integrators import ReplicaState
-from sciml.md.settings import ENGINE_ENSEMBLES, ENSEMBLES, MDSettings
+from sciml.md.settings import MDSettings
 
 __all__ = [
-    "ENGINE_ENSEMBLES",
-    "ENSEMBLES",
     "MDSettings",
     "ReplicaState",
     "energy_drift",

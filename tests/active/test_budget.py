@@ -6,15 +6,18 @@ import pytest
 
 from sciml.active.budget import Rates, end_md_seconds, round_seconds, runs_per_round
 from sciml.active.exploration import ExplorationSettings
+from sciml.active.state import RunState
 
-STATE = {
-    "rounds": [
+STATE = RunState(
+    "smiles:O",
+    "GFN2-xTB",
+    rounds=[
         {"round": 1, "frames_trained": 10, "md_steps": 100},
         {"round": 2, "frames_trained": 20, "md_steps": 300},
         {"round": 3, "frames_trained": 30},  # trained, not yet explored: not counted
     ],
-    "seconds": {"training": 80.0, "md": 40.0, "oracle": 2.0},
-}
+    seconds={"training": 80.0, "md": 40.0, "oracle": 2.0},
+)
 # 1 ps ramp and 2 ps hold at 0.5 fs: 6000 steps a run
 EXPLORATION = ExplorationSettings(ramp_ps=1.0, hold_ps=2.0, timestep=0.5, cap=100, replicas=4)
 
@@ -23,7 +26,7 @@ def test_rates_are_the_clocks_per_frame_epoch_md_step_and_label_of_the_rounds_th
     rates = Rates.measured(STATE, epochs=6, epochs_per_round=2, labels=40)
     # 10 frames x 6 epochs (round 1) + 20 x 2 = 100 frame-epochs; 400 MD steps
     assert rates == Rates(training=pytest.approx(0.8), md=pytest.approx(0.1), oracle=pytest.approx(0.05))
-    empty = Rates.measured({"rounds": [], "seconds": {"training": 0.0, "md": 0.0, "oracle": 0.0}}, 6, 2, 0)
+    empty = Rates.measured(RunState("smiles:O", "GFN2-xTB"), 6, 2, 0)
     assert empty == Rates(0.0, 0.0, 0.0)
 
 

@@ -7,6 +7,7 @@ import json
 import re
 import sys
 from dataclasses import replace
+from pathlib import Path
 
 import ase.io
 import numpy as np
@@ -262,8 +263,8 @@ def test_an_unreadable_structure_is_an_error_naming_the_file(tmp_path):
         learn.main(["--structure", str(broken), "--output", str(tmp_path / "run")])
 
 
-def test_a_round_whose_runs_end_early_starts_new_ones_until_the_cap(tmp_path, monkeypatch):
-    from sciml.active import Candidate, Exploration, loop
+def test_a_round_whose_runs_end_early_starts_new_ones_until_the_cap(tmp_path):
+    from sciml.active import Candidate, Exploration
 
     calls = []
 
@@ -274,10 +275,9 @@ def test_a_round_whose_runs_end_early_starts_new_ones_until_the_cap(tmp_path, mo
         frame.positions += 0.01 * len(calls)
         return [Exploration(20, 1.0, [Candidate(20, 10.0, 300.0, 1.0, frame)], stopped=True)]
 
-    monkeypatch.setattr(loop, "explore", short_run)
     settings = tiny_settings(rounds=1)
     settings.exploration.cap, settings.exploration.hold_ps = 4, 1.0  # a budget of 2020 steps
-    ActiveLearning(tmp_path, CountingOracle(), settings, report=lambda line: None).run(WATER)
+    ActiveLearning(tmp_path, CountingOracle(), settings, report=lambda line: None, explorer=short_run).run(WATER)
     state = json.loads((tmp_path / "state.json").read_text())["rounds"][0]
     assert len(calls) == len(set(calls)) == 4  # four runs, each with its own seed, one pick each
     assert state["runs"] == 4 and state["picked"] == 4 and state["md_steps"] == 80
@@ -285,8 +285,8 @@ def test_a_round_whose_runs_end_early_starts_new_ones_until_the_cap(tmp_path, mo
     assert keys == [f"round1-run{r}-step20" for r in range(4)]
 
 
-def test_several_starts_share_the_seed_set_take_turns_and_converge_only_when_every_start_does(tmp_path, monkeypatch):
-    from sciml.active import Candidate, Exploration, loop
+def test_several_starts_share_the_seed_set_take_turns_and_converge_only_when_every_start_does(tmp_path):
+    from sciml.active import Candidate, Exploration
 
     turned = WATER.copy()
     turned.positions[2] = [-0.25, -0.93, 0.0]  # another "conformer": the second H on the other side
@@ -300,8 +300,8 @@ def test_several_starts_share_the_seed_set_take_turns_and_converge_only_when_eve
         candidates = [Candidate(40, 20.0, 300.0, 1.0, start.copy())] if uncertain else []
         return [Exploration(settings.steps, 1.0 if uncertain else 1e-5, candidates)]
 
-    monkeypatch.setattr(loop, "explore", run)
-    ActiveLearning(tmp_path, CountingOracle(), tiny_settings(rounds=3), report=lambda line: None).run(starts)
+    loop = ActiveLearning(tmp_path, CountingOracle(), tiny_settings(rounds=3), report=lambda line: None, explorer=run)
+    loop.run(starts)
     labelled = ase.io.read(tmp_path / "labelled.extxyz", index=":")
     keys = [frame.info["key"] for frame in labelled]
     assert keys[:8] == [f"seed-{k}" for k in range(4)] + [f"seed-start1-{k}" for k in range(4)]
@@ -316,11 +316,11 @@ def test_several_starts_share_the_seed_set_take_turns_and_converge_only_when_eve
         ActiveLearning(tmp_path / "other", CountingOracle(), tiny_settings(1)).run([WATER, Atoms("H2")])
 
 
-def test_the_final_model_is_confirmed_and_retrained_while_its_run_goes_above_the_threshold(tmp_path, monkeypatch):
+def test_the_final_model_is_confirmed_and_retrained_while_its_run_goes_above_the_threshold(tmp_path):
     """The rounds check their own models; the final model, the one written, has runs of its own (the longer
     confirm_hold_ps) at or below ``confirm_level`` times the threshold, labels what they pick and retrains until one
     stays below, at most ``confirmations`` times."""
-    from sciml.active import Candidate, Exploration, loop
+    from sciml.active import Candidate, Exploration
 
     calls = []
 
@@ -333,9 +333,9 @@ def test_the_final_model_is_confirmed_and_retrained_while_its_run_goes_above_the
         candidates = [Candidate(40, 20.0, 300.0, 1.0, frame)] if above else []
         return [Exploration(settings.steps, 1.0 if above else 1e-5, candidates)]
 
-    monkeypatch.setattr(loop, "explore", run)
     uncertain, lines = {1, 3}, []  # round 1, then the first confirmation
-    ActiveLearning(tmp_path, CountingOracle(), tiny_settings(2, confirmations=2), report=lines.append).run(WATER)
+    settings = tiny_settings(2, confirmations=2)
+    ActiveLearning(tmp_path, CountingOracle(), settings, report=lines.append, explorer=run).run(WATER)
     # round 2 converged; the final model ran twice, at 0.8 x the threshold
     assert calls == [(1, 0.01, 1e-4), (2, 0.01, 1e-4), (3, 0.02, 8e-5), (4, 0.02, 8e-5)]
     state = json.loads((tmp_path / "state.json").read_text())
@@ -349,20 +349,23 @@ def test_the_final_model_is_confirmed_and_retrained_while_its_run_goes_above_the
     assert not (tmp_path / "confirm2" / "model.ckpt").exists() and any("final model confirmed" in x for x in lines)
 
     again = CountingOracle()  # resuming runs, labels and trains nothing more
-    ActiveLearning(tmp_path, again, tiny_settings(2, confirmations=2), report=lambda line: None).run(WATER)
+    ActiveLearning(tmp_path, again, tiny_settings(2, confirmations=2), report=lambda line: None, explorer=run).run(
+        WATER
+    )
     assert again.calls == 0 and len(calls) == 4 and (tmp_path / "model.ckpt").read_bytes() == written
 
     settings = tiny_settings(2, confirmations=2)  # another level: the final model is confirmed anew
     settings.confirm_level = 0.5
-    ActiveLearning(tmp_path, CountingOracle(), settings, report=lambda line: None).run(WATER)
+    ActiveLearning(tmp_path, CountingOracle(), settings, report=lambda line: None, explorer=run).run(WATER)
     assert calls[4:] == [(3, 0.02, 5e-5)] and json.loads((tmp_path / "state.json").read_text())["confirmed"]
     assert (tmp_path / "model.ckpt").read_bytes() == final  # confirmed unchanged: the final model itself
     settings.training.final_epochs = 2  # a final model trained anew is confirmed anew
-    ActiveLearning(tmp_path, CountingOracle(), settings, report=lambda line: None).run(WATER)
+    ActiveLearning(tmp_path, CountingOracle(), settings, report=lambda line: None, explorer=run).run(WATER)
     assert calls[5:] == [(3, 0.02, 5e-5)] and (tmp_path / "model.ckpt").read_bytes() != final
 
     uncertain, lines = set(range(1, 10)), []  # never below: one retraining, then the written model says so
-    ActiveLearning(tmp_path / "u", CountingOracle(), tiny_settings(1, confirmations=1), report=lines.append).run(WATER)
+    settings = tiny_settings(1, confirmations=1)
+    ActiveLearning(tmp_path / "u", CountingOracle(), settings, report=lines.append, explorer=run).run(WATER)
     state = json.loads((tmp_path / "u" / "state.json").read_text())
     assert not state["confirmed"] and len(state["confirmations"]) == 2
     assert any("final model not confirmed after 1 retrainings" in line for line in lines)
@@ -372,11 +375,11 @@ def test_the_final_model_is_confirmed_and_retrained_while_its_run_goes_above_the
             LearningSettings(**wrong)
 
 
-def test_a_time_budget_ends_the_exploration_fits_the_final_training_and_skips_a_retraining(tmp_path, monkeypatch):
+def test_a_time_budget_ends_the_exploration_fits_the_final_training_and_skips_a_retraining(tmp_path):
     """Round 1 always runs; a later round only if it and the final stage fit in what is left of the budget. The
     final training gets the time left less the calibration and confirmation (at least a tenth of the budget), and
     a confirmation's retraining that would not fit is left out, the model written unconfirmed."""
-    from sciml.active import loop
+    from sciml.active.training import train_round as real
 
     given = []
 
@@ -384,12 +387,10 @@ def test_a_time_budget_ends_the_exploration_fits_the_final_training_and_skips_a_
         given.append((directory.name, max_seconds))
         return real(frames, directory, settings, round, previous, epochs, max_seconds)
 
-    real = loop.train_round
-    monkeypatch.setattr(loop, "train_round", train_round)
     settings, lines = tiny_settings(3, "last-layer", confirmations=1), []
     settings.time_budget_min = 0.01  # 0.6 s: spent by the seed set and round 1
     oracle = CountingOracle()
-    ActiveLearning(tmp_path, oracle, settings, report=lines.append).run(WATER)
+    ActiveLearning(tmp_path, oracle, settings, report=lines.append, trainer=train_round).run(WATER)
     state = json.loads((tmp_path / "state.json").read_text())
     assert state["budget_ended_after"] == 1 and len(state["rounds"]) == 1 and not (tmp_path / "round2").exists()
     assert any("would not fit in the" in line and "exploration ends after round 1" in line for line in lines)
@@ -401,7 +402,7 @@ def test_a_time_budget_ends_the_exploration_fits_the_final_training_and_skips_a_
     given.clear()
     settings = tiny_settings(2, "last-layer", confirmations=1)
     settings.time_budget_min = 600.0  # resumed with more time: round 2 runs; the final training may take nearly all
-    resumed = ActiveLearning(tmp_path, CountingOracle(), settings, report=lambda line: None)
+    resumed = ActiveLearning(tmp_path, CountingOracle(), settings, report=lambda line: None, trainer=train_round)
     resumed.run(WATER)
     assert [name for name, _ in given] == ["round2", "final", "confirm1"]  # the confirmation's retraining fits
     assert resumed.summary()["budget_ended_after"] is None and 35_000 < given[1][1] < 36_000
@@ -491,3 +492,46 @@ def test_more_than_one_conformer_needs_a_smiles_start(capsys):
     with pytest.raises(SystemExit):
         learn.parse(["--structure", "start.xyz", "--conformers", "3"])
     assert "more than 1 only with --smiles" in capsys.readouterr().err
+
+
+def test_the_run_state_round_trips_through_its_file_and_refuses_another_run_or_an_unknown_key(tmp_path):
+    from sciml.active.state import RunState
+
+    path = tmp_path / "state.json"
+    state = RunState.load(path, "smiles:O", "GFN2-xTB")
+    assert not path.exists() and state.seconds == {"oracle": 0.0, "training": 0.0, "md": 0.0}
+    state.round_record(2)["md_steps"] = 40
+    state.timed("md", lambda: None)
+    assert json.loads(path.read_text())["rounds"] == [{"round": 1}, {"round": 2, "md_steps": 40}]
+    again = RunState.load(path, "smiles:O", "GFN2-xTB")
+    assert again.rounds == state.rounds and again.seconds["md"] > 0 and again.confirmed is None
+    with pytest.raises(ValueError, match="holds a run with source 'smiles:O', not 'smiles:CC'"):
+        RunState.load(path, "smiles:CC", "GFN2-xTB")
+    path.write_text(json.dumps({**json.loads(path.read_text()), "colour": "blue"}))
+    with pytest.raises(ValueError, match=r"state.json' has keys this sciml does not know: \['colour'\]"):
+        RunState.load(path, "smiles:O", "GFN2-xTB")
+
+
+def test_a_confirmation_loads_the_final_model_once_for_its_calibration_and_run(tmp_path):
+    """The parts share the model in memory: the calibration's MD, its refit and the confirmation run read each
+    checkpoint once (the final model was read four times before), through the explorer passed in."""
+    from sciml.active import explore
+    from sciml.calculators.checkpoint import CheckpointModels, load_model
+
+    read, explored = [], []
+
+    def loader(path):
+        read.append(Path(path).relative_to(tmp_path).as_posix())
+        return load_model(path)
+
+    def explorer(starts, model, settings, seed, on_step, **options):
+        explored.append(model)
+        return explore(starts, model, settings, seed, on_step, **options)
+
+    settings = tiny_settings(1, "last-layer", confirmations=1, calibration_frames=2)
+    ActiveLearning(tmp_path, CountingOracle(), settings, report=lambda line: None, explorer=explorer,
+                   models=CheckpointModels(loader)).run(WATER)  # fmt: skip
+    assert len(read) == len(set(read)) and {"final/model.ckpt", "confirm1/calibrated.ckpt"} <= set(read)
+    assert read[:2] == ["round1/model.ckpt", "final/model.ckpt"]
+    # round 1's runs, the final model's calibration MD, its confirmation run: only models the cache read
+    assert len(explored) >= 3 and len({id(model) for model in explored}) <= len(read)

@@ -279,7 +279,7 @@ def test_run_checkpoints_keep_the_final_weights_and_resume_where_the_run_stopped
     assert best_epoch < 5 and errors[-1] > errors[best_epoch]  # validation got worse after the best epoch
     last, best = (torch.load(folder / name, weights_only=True) for name in ("last.ckpt", "best.ckpt"))
     assert (last["epoch"], best["epoch"]) == (5, best_epoch)
-    assert last["sciml_format_version"] == best["sciml_format_version"] == 2
+    assert last["sciml_format_version"] == best["sciml_format_version"] == 3
     assert last["global_step"] == first.global_step
     for name, value in first.state_dict().items():
         torch.testing.assert_close(last["state_dict"][name], value, rtol=0, atol=0, msg=name)
