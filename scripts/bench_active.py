@@ -251,10 +251,10 @@ def main() -> None:
     cost = single_model_cost(out / "passive_single" / "model.ckpt", start)
 
     loop = ActiveLearning(out / "active", gfn2_xtb(), learning)
-    spent = sum(loop.state["seconds"].values())
+    spent = sum(loop.state.seconds.values())
     final = loop.run(start)
-    if sum(loop.state["seconds"].values()) > spent:  # it did work (the phases' seconds grew): add this run's part
-        wall = sum(loop.state["seconds"].values()) - spent
+    if sum(loop.state.seconds.values()) > spent:  # it did work (the phases' seconds grew): add this run's part
+        wall = sum(loop.state.seconds.values()) - spent
         record_timing(out, timings, "active_wall_s", timings.get("active_wall_s", 0.0) + wall)
     active_seconds = timings.get("active_wall_s", float("nan"))
     rounds = []

@@ -61,7 +61,7 @@ def fit(base: Path, splits, samples: int, components: int, out: Path) -> tuple[P
     module = PotentialModule(model)
     begin = time.perf_counter()
     wrapped = fit_last_layer_uncertainty(model, splits.train_dataloader(), splits.val_dataloader(),
-                                         module._in_model_dtype, samples, components)  # fmt: skip
+                                         module.in_model_dtype, samples, components)  # fmt: skip
     seconds = time.perf_counter() - begin
     with torch.no_grad():
         return write_model_checkpoint(wrapped, out / f"llpr_k{samples}_density{components}.ckpt"), seconds

@@ -65,13 +65,6 @@ from sciml.active.training import TrainingSettings, train_round
 from sciml.calculators.checkpoint import CheckpointModels
 from sciml.md import start_structures
 
-#: ``explorer(starts, model, settings, seed, on_step)``: one batch of exploration runs (one per start), as
-#: :func:`~sciml.active.exploration.explore` runs them.
-Explorer = Callable[..., list]
-#: ``trainer(frames_path, directory, settings, round, previous, epochs=None, max_seconds=None)``: a trained
-#: checkpoint in ``directory``, as :func:`~sciml.active.training.train_round` writes it.
-Trainer = Callable[..., Path]
-
 
 @dataclass
 class LearningSettings:
@@ -112,10 +105,11 @@ class LearningSettings:
 class ActiveLearning:
     """The loop of the module docstring in ``directory`` with ``oracle``; ``report`` receives progress lines.
 
-    Its parts are passed in (defaults: the real ones): ``explorer`` runs a batch of exploration runs
-    (:func:`~sciml.active.exploration.explore`), ``trainer`` trains a round's model
-    (:func:`~sciml.active.training.train_round`), ``models`` loads trained checkpoints once
-    (:class:`~sciml.calculators.checkpoint.CheckpointModels`). The run's state
+    Its parts are passed in (defaults: the real ones): ``explorer(starts, model, settings, seed, on_step,
+    **options)`` runs a batch of exploration runs, one per start (:func:`~sciml.active.exploration.explore`);
+    ``trainer(frames_path, directory, settings, round, previous, epochs=None, max_seconds=None)`` trains a
+    round's model into ``directory`` (:func:`~sciml.active.training.train_round`); ``models`` loads trained
+    checkpoints once (:class:`~sciml.calculators.checkpoint.CheckpointModels`). The run's state
     (:class:`~sciml.active.state.RunState`), its labeller (:class:`~sciml.active.labelling.Labeller`: the oracle
     and the store) and its planner (:class:`~sciml.active.budget.Planner`: the time budget) are built here from
     the directory and settings.
@@ -128,8 +122,8 @@ class ActiveLearning:
         settings: LearningSettings,
         report: Callable[[str], None] = print,
         on_md_step: Callable[[int, float], None] | None = None,
-        explorer: Explorer = explore,
-        trainer: Trainer = train_round,
+        explorer: Callable[..., list] = explore,
+        trainer: Callable[..., Path] = train_round,
         models: CheckpointModels | None = None,
     ) -> None:
         self.directory, self.oracle, self.settings, self.report = Path(directory), oracle, settings, report

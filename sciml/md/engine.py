@@ -159,11 +159,9 @@ class _Run:
 
     def _steps(self, energy, forces, noise: LangevinNoise, on_step: StepHook | None) -> None:
         """The steps of the run from ``self.state`` (kept up to date: an interrupted run returns it)."""
-        state = self.state
-        settings, first, dt = self.settings, state.step, self.settings.timestep * units.fs
+        state, settings, dt = self.state, self.settings, self.settings.timestep * units.fs
         for _ in range(settings.steps):
-            step_from_start = state.step - first + 1
-            temperature = settings.thermostat_temperature(step_from_start)
+            temperature = settings.thermostat_temperature(state.step + 1)  # the schedule runs on with a resumed run
             thermostat = (lambda v, rows=state.replicas, t=temperature: noise.kick(v, rows, t)) \
                 if settings.thermostatted else None  # fmt: skip
             state, energy, forces = integrate_step(state, forces, self.potential, dt, self.masses, thermostat,
