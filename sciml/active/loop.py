@@ -109,10 +109,11 @@ class ActiveLearning:
     **options)`` runs a batch of exploration runs, one per start (:func:`~sciml.active.exploration.explore`);
     ``trainer(frames_path, directory, settings, round, previous, epochs=None, max_seconds=None)`` trains a
     round's model into ``directory`` (:func:`~sciml.active.training.train_round`); ``models`` loads trained
-    checkpoints once (:class:`~sciml.calculators.checkpoint.CheckpointModels`). The run's state
-    (:class:`~sciml.active.state.RunState`), its labeller (:class:`~sciml.active.labelling.Labeller`: the oracle
-    and the store) and its planner (:class:`~sciml.active.budget.Planner`: the time budget) are built here from
-    the directory and settings.
+    checkpoints once (:class:`~sciml.calculators.checkpoint.CheckpointModels`); ``labeller(oracle, store,
+    state, report)`` and ``planner(settings, state, store, report)`` build the parts that label frames
+    (:class:`~sciml.active.labelling.Labeller`) and take the time budget's decisions
+    (:class:`~sciml.active.budget.Planner`) on the run's own store and state
+    (:class:`~sciml.active.state.RunState`, read from the directory).
     """
 
     def __init__(
@@ -125,14 +126,16 @@ class ActiveLearning:
         explorer: Callable[..., list] = explore,
         trainer: Callable[..., Path] = train_round,
         models: CheckpointModels | None = None,
+        labeller: Callable[..., Labeller] = Labeller,
+        planner: Callable[..., Planner] = Planner,
     ) -> None:
         self.directory, self.oracle, self.settings, self.report = Path(directory), oracle, settings, report
         self.on_md_step, self.explorer, self.trainer = on_md_step, explorer, trainer
         self.models = models or CheckpointModels()
         self.store = LabelStore(self.directory)
         self.state = RunState.load(self.directory / "state.json", settings.source, oracle.name)
-        self.labeller = Labeller(oracle, self.store, self.state, report)
-        self.planner = Planner(settings, self.state, self.store, report)
+        self.labeller = labeller(oracle, self.store, self.state, report)
+        self.planner = planner(settings, self.state, self.store, report)
 
     # --- the loop ----------------------------------------------------------------------------------------
     def run(self, start: Atoms | Sequence[Atoms], dataset: list[Atoms] | None = None) -> Path:

@@ -535,3 +535,26 @@ def test_a_confirmation_loads_the_final_model_once_for_its_calibration_and_run(t
     assert read[:2] == ["round1/model.ckpt", "final/model.ckpt"]
     # round 1's runs, the final model's calibration MD, its confirmation run: only models the cache read
     assert len(explored) >= 3 and len({id(model) for model in explored}) <= len(read)
+
+
+def test_the_planner_and_labeller_are_parts_the_loop_is_given(tmp_path):
+    """A planner that allows one round ends the exploration there; a labeller that counts sees every frame."""
+    from sciml.active.budget import Planner
+    from sciml.active.labelling import Labeller
+
+    class OneRound(Planner):
+        def round_fits(self, round: int, starts: int) -> bool:
+            return round == 1
+
+    labelled = []
+
+    class Counting(Labeller):
+        def label_one(self, atoms, key, round, uncertainty, reason):
+            labelled.append(key)
+            super().label_one(atoms, key, round, uncertainty, reason)
+
+    loop = ActiveLearning(tmp_path, CountingOracle(), tiny_settings(rounds=3), report=lambda line: None,
+                          planner=OneRound, labeller=Counting)  # fmt: skip
+    loop.run(WATER)
+    assert len(loop.state.rounds) == 1 and not (tmp_path / "round2").exists()
+    assert len(labelled) == 8 + 3 and labelled[:2] == ["seed-0", "seed-1"]
