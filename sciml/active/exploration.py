@@ -25,7 +25,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-import torch
 from ase import Atoms
 from ase.neighborlist import NeighborList, natural_cutoffs
 from torch import nn
@@ -152,8 +151,7 @@ def explore(
     origins = [starts[r % len(starts)] for r in range(replicas)]
     runs = [RunTracker(start, settings, sample_every, run=r) for r, start in enumerate(origins)]
 
-    def rules(state: ReplicaState, sigma: torch.Tensor) -> list[int]:
-        largest = sigma.max(dim=1).values.cpu().numpy()
+    def rules(state: ReplicaState, largest: np.ndarray) -> list[int]:
         if on_step is not None:
             on_step(state.step, float(largest.max()))
         kept = []
@@ -178,6 +176,7 @@ class RunTracker:
         self.bonds = covalent_bonds(start)
         self.lengths = start.get_distances(self.bonds[:, 0], self.bonds[:, 1]) if len(self.bonds) else np.zeros(0)
         self.ramp_steps = settings.ramp_ps * 1000 / settings.timestep
+        self.schedule = settings.dynamics()  # the thermostat's set temperature at each step
         self.exploration = Exploration(0, 0.0)
         self.above_since: int | None = None
 
@@ -194,8 +193,9 @@ class RunTracker:
         if self.sample_every and step > self.ramp_steps and step % self.sample_every == 0:
             found.samples.append(bare_copy(atoms, uncertainty=value, time_fs=step * settings.timestep))
         if value > settings.threshold or not np.isfinite(value):
-            found.candidates.append(Candidate(step, step * settings.timestep, settings.thermostat_temperature(step),
-                                              value, bare_copy(atoms), self.run))  # fmt: skip
+            temperature = self.schedule.thermostat_temperature(step)
+            found.candidates.append(Candidate(step, step * settings.timestep, temperature, value, bare_copy(atoms),
+                                              self.run))  # fmt: skip
         if value <= settings.stop_factor * settings.threshold:
             self.above_since = None
         elif self.above_since is None:

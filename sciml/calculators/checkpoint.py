@@ -40,13 +40,13 @@ class CheckpointModels:
 
     def __init__(self, loader: Callable[[Path], nn.Module] = load_model, keep: int = 2) -> None:
         self.loader, self.keep, self.loaded = loader, keep, {}
-        self.loads = 0
 
     def __call__(self, path: Path) -> nn.Module:
+        """The model of checkpoint ``path``; the ``keep`` most recently loaded stay in memory."""
         stat = Path(path).stat()
         key = (str(path), stat.st_mtime_ns, stat.st_size)
         if key not in self.loaded:
-            self.loads += 1
-            self.loaded = {k: v for k, v in list(self.loaded.items())[-(self.keep - 1) :]} if self.keep > 1 else {}
+            while len(self.loaded) >= self.keep:
+                del self.loaded[next(iter(self.loaded))]  # the oldest
             self.loaded[key] = self.loader(path)
         return self.loaded[key]

@@ -120,17 +120,11 @@ def engine_main(options: argparse.Namespace, settings: MDSettings) -> dict:
     if options.require_uncertainty and not watch:
         raise ValueError(f"checkpoint '{options.checkpoint}' carries no uncertainty estimate (train a committee or "
                          "a last-layer uncertainty for one), but the uncertainty was asked for")  # fmt: skip
-    bar = tqdm(total=options.steps, unit="step", disable=options.no_progress, dynamic_ncols=True)
-    first = {}
+    bar = ProgressBar(options)
 
     def progress(state: dict) -> None:
-        first.setdefault("step", state["step"])
-        bar.n = state["step"] - first["step"]
         steps_per_s = state["replica_steps_per_s"] / max(len(state["temperature"]), 1)
-        ns_per_day = steps_per_s * options.timestep * 86400 / 1e6
-        uncertainty = f", max σF {state['max_force_uncertainty']:.3f} eV/Å" if "max_force_uncertainty" in state else ""
-        bar.set_postfix_str(f"{steps_per_s:.1f} steps/s, {ns_per_day:.3f} ns/day, "
-                            f"T {np.mean(state['temperature']):.0f} K{uncertainty}")  # fmt: skip
+        bar.show(state, steps_per_s, float(np.mean(state["temperature"])))
 
     try:
         result = run_replicas(potential, atoms, options.replicas, settings, directory, options.restart, progress,
@@ -162,17 +156,10 @@ def ase_main(options: argparse.Namespace, settings: MDSettings) -> dict:
     trajectory = Path(options.output or Path(options.checkpoint).resolve().parent.parent / "md.traj")
     log = Path(options.log) if options.log else trajectory.with_suffix(".log")
     atoms, calculator = structure_and_calculator(options)
-    bar = tqdm(total=options.steps, unit="step", disable=options.no_progress, dynamic_ncols=True)
-    first = {}
+    bar = ProgressBar(options)
 
     def progress(state: dict) -> None:
-        first.setdefault("step", state["step"])
-        bar.n = state["step"] - first["step"]
-        ns_per_day = state["steps_per_s"] * options.timestep * 86400 / 1e6
-        uncertainty = f", max σF {state['max_force_uncertainty']:.3f} eV/Å" if "max_force_uncertainty" in state else ""
-        bar.set_postfix_str(
-            f"{state['steps_per_s']:.1f} steps/s, {ns_per_day:.3f} ns/day, T {state['temperature']:.0f} K{uncertainty}"
-        )
+        bar.show(state, state["steps_per_s"], state["temperature"])
 
     try:
         result = run_ase_md(atoms, calculator, settings, trajectory, log, options.overwrite, options.restart, progress)
@@ -192,6 +179,27 @@ def ase_main(options: argparse.Namespace, settings: MDSettings) -> dict:
         print(f"stopped early at step {last}; continue with --restart")
     result["atoms"] = len(atoms)
     return result
+
+
+class ProgressBar:
+    """The run's progress bar: steps done, steps/s, ns/day, the temperature and, when watched, the largest
+    per-atom force uncertainty since the last record."""
+
+    def __init__(self, options: argparse.Namespace) -> None:
+        self.timestep, self.first = options.timestep, None
+        self.bar = tqdm(total=options.steps, unit="step", disable=options.no_progress, dynamic_ncols=True)
+
+    def show(self, state: dict, steps_per_s: float, temperature: float) -> None:
+        """One record: ``state`` as the MD reports it, the steps per second of one run and its temperature (K)."""
+        self.first = state["step"] if self.first is None else self.first
+        self.bar.n = state["step"] - self.first
+        ns_per_day = steps_per_s * self.timestep * 86400 / 1e6
+        uncertainty = f", max σF {state['max_force_uncertainty']:.3f} eV/Å" if "max_force_uncertainty" in state else ""
+        self.bar.set_postfix_str(f"{steps_per_s:.1f} steps/s, {ns_per_day:.3f} ns/day, T {temperature:.0f} K"
+                                 f"{uncertainty}")  # fmt: skip
+
+    def close(self) -> None:
+        self.bar.close()
 
 
 def _interrupt(signum, frame) -> None:

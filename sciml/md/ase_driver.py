@@ -33,6 +33,7 @@ from ase.md.velocitydistribution import Stationary, ZeroRotation
 from ase.md.verlet import VelocityVerlet
 
 from sciml.data.files import AtomicOutput
+from sciml.md.monitor import UncertaintyMonitor, largest_force_uncertainty
 from sciml.md.settings import MDSettings
 
 try:  # ASE >= 3.29 (MaxwellBoltzmannDistribution is deprecated there)
@@ -220,37 +221,3 @@ class UncertainStructure(Exception):
     def __init__(self, step: int, value: float) -> None:
         super().__init__(f"step {step}: largest per-atom force uncertainty {value:.4f} eV/Å above the threshold")
         self.step, self.value = step, value
-
-
-def largest_force_uncertainty(calculator) -> float | None:
-    """The largest per-atom ``forces_uncertainty`` (eV/Å) of the calculator's latest results, if it reports one."""
-    values = getattr(calculator, "results", {}).get("forces_uncertainty")
-    return None if values is None else float(np.max(values))
-
-
-class UncertaintyMonitor:
-    """Per-step largest per-atom force uncertainty: the run's peak, the steps above ``threshold`` (eV/Å) and
-    the peak since the last record (for the progress display)."""
-
-    def __init__(self, threshold: float | None, stop: bool) -> None:
-        self.threshold, self.stop = threshold, stop
-        self.peak, self.last, self.recent = float("nan"), float("nan"), float("nan")
-        self.flagged: list[int] = []
-
-    def check(self, calculator, step: int) -> bool:
-        """Read the calculator's latest uncertainty at ``step``; ``True`` when it exceeds the threshold."""
-        value = largest_force_uncertainty(calculator)
-        if value is None:
-            return False
-        self.last = value
-        self.peak = value if not self.peak >= value else self.peak  # NaN-safe max
-        self.recent = value if not self.recent >= value else self.recent
-        above = self.threshold is not None and value > self.threshold
-        if above:
-            self.flagged.append(step)
-        return above
-
-    def since_record(self) -> dict:
-        """``{"max_force_uncertainty": peak since the last call}`` (empty without an estimate); resets it."""
-        recent, self.recent = self.recent, float("nan")
-        return {} if recent != recent else {"max_force_uncertainty": recent}

@@ -37,9 +37,10 @@ from sciml.md.integrators import (
     kinetic_energy,
     maxwell_boltzmann,
 )
+from sciml.md.monitor import UncertaintyMonitor
 from sciml.md.settings import ENGINE_ENSEMBLES, MDSettings
 
-StepHook = Callable[[ReplicaState, torch.Tensor | None], Sequence[int] | None]
+StepHook = Callable[[ReplicaState, np.ndarray | None], Sequence[int] | None]
 
 
 def start_structures(start: Atoms | Sequence[Atoms]) -> list[Atoms]:
@@ -81,8 +82,8 @@ def run_replicas(
         on_record: called every ``interval`` steps with ``{"step", "time_fs", "temperature" (R,) K,
             "potential_energy" (R,) eV, "replica_steps_per_s"}`` (and ``"max_force_uncertainty"`` eV/Å, the
             largest since the last record, when the uncertainty is watched), for the replicas still running.
-        on_step: called after every step with the state and the per-atom force uncertainty (R, N) eV/Å (None
-            when not watched); returns the rows that go on (None: all).
+        on_step: called after every step with the state and each row's largest per-atom force uncertainty (R,)
+            eV/Å (None when not watched); returns the rows that go on (None: all).
         watch_uncertainty: read the potential's force uncertainty at every step (implied by
             ``settings.uncertainty_threshold``).
         log: a text file with a line per replica and record: step, time (ps), total, potential and kinetic
@@ -131,9 +132,8 @@ class _Run:
         self.records: dict[str, list] = {"temperature": [], "potential_energy": [], "total_energy": []}
         self.times: list[float] = []
         self.stopped = ["finished"] * replicas
-        self.peak = np.full(replicas, np.nan)
-        self.recent = np.full(replicas, np.nan)
-        self.flagged: list[list[int]] = [[] for _ in range(replicas)]
+        self.monitors = [UncertaintyMonitor(settings.uncertainty_threshold, settings.stop_when_uncertain)
+                         for _ in range(replicas)]  # fmt: skip
         self.replicas = replicas
 
     def go(self, state: ReplicaState, on_step: StepHook | None, record_first: bool) -> dict:
@@ -141,10 +141,10 @@ class _Run:
         noise = LangevinNoise(settings.friction, settings.timestep, self.masses, settings.seed)
         noise.reseed(state.replicas, state.step)
         energy, forces = self.potential(state.positions)
-        sigma = self._uncertainty(state)
+        largest = self._largest_uncertainty(state)
         self.begin, self.replica_steps = time.perf_counter(), 0
         if record_first:
-            self._record(state, energy, forces, sigma)
+            self._record(state, energy, forces, largest)
         self.state = state
         try:
             self._steps(energy, forces, noise, on_step)
@@ -155,7 +155,8 @@ class _Run:
         stacked = {key: np.array(values) for key, values in self.records.items()}
         return {"state": self.state, **stacked, "times_ps": np.array(self.times), "steps": self.state.step - first,
                 "first_step": first, "replica_steps_per_s": self.replica_steps / elapsed, "stopped": self.stopped,
-                "max_force_uncertainty": self.peak, "uncertain_steps": self.flagged}  # fmt: skip
+                "max_force_uncertainty": np.array([monitor.peak for monitor in self.monitors]),
+                "uncertain_steps": [monitor.flagged for monitor in self.monitors]}  # fmt: skip
 
     def _steps(self, energy, forces, noise: LangevinNoise, on_step: StepHook | None) -> None:
         """The steps of the run from ``self.state`` (kept up to date: an interrupted run returns it)."""
@@ -168,18 +169,18 @@ class _Run:
                                                    settings.fix_com)  # fmt: skip
             self.replica_steps += len(state.replicas)
             self.state = state
-            sigma = self._uncertainty(state)
+            largest = self._largest_uncertainty(state)
             keep = list(range(len(state.replicas)))
-            if sigma is not None:
-                keep = self._watch(state, sigma, energy, forces)
+            if largest is not None:
+                keep = self._watch(state, largest, energy, forces)
             if on_step is not None:
-                chosen = on_step(state, sigma)
+                chosen = on_step(state, largest)
                 if chosen is not None:
                     for row in set(keep) - set(chosen):
                         self.stopped[state.replicas[row]] = "ended"
                     keep = [row for row in keep if row in set(chosen)]
             if state.step % settings.interval == 0:
-                self._record(state, energy, forces, sigma)
+                self._record(state, energy, forces, largest)
                 noise.reseed(state.replicas, state.step)
             if len(keep) < len(state.replicas):
                 state, energy, forces = state.keep(keep), energy[keep], forces[keep]
@@ -189,23 +190,20 @@ class _Run:
                 if callable(getattr(self.potential, "keep", None)):
                     self.potential.keep(keep)
 
-    def _uncertainty(self, state: ReplicaState) -> torch.Tensor | None:
+    def _largest_uncertainty(self, state: ReplicaState) -> np.ndarray | None:
+        """Each row's largest per-atom force uncertainty (R,) eV/Å, read once per step; None when not watched."""
         if not self.watch:
             return None
-        return self.potential.forces_uncertainty().detach().double().reshape(len(state.replicas), -1)
+        sigma = self.potential.forces_uncertainty().detach().double().reshape(len(state.replicas), -1)
+        return sigma.max(dim=1).values.cpu().numpy()
 
-    def _watch(self, state, sigma, energy, forces) -> list[int]:
-        """Peaks, flagged steps and, with ``stop_when_uncertain``, the rows that stop (their frame written)."""
-        threshold, keep = self.settings.uncertainty_threshold, []
-        largest = sigma.max(dim=1).values.cpu().numpy()
+    def _watch(self, state: ReplicaState, largest: np.ndarray, energy, forces) -> list[int]:
+        """Each replica's monitor; with ``stop_when_uncertain``, the rows above the threshold stop (their frame
+        written). Returns the rows that go on."""
+        keep = []
         for row, replica in enumerate(state.replicas):
             value = float(largest[row])
-            self.peak[replica] = value if not self.peak[replica] >= value else self.peak[replica]  # NaN-safe max
-            self.recent[replica] = value if not self.recent[replica] >= value else self.recent[replica]
-            above = threshold is not None and not value <= threshold
-            if above:
-                self.flagged[replica].append(state.step)
-            if above and self.settings.stop_when_uncertain:
+            if self.monitors[replica].observe(value, state.step) and self.settings.stop_when_uncertain:
                 self.stopped[replica] = "uncertain"
                 if state.step % self.settings.interval and self.paths:  # the frame it stopped at is kept
                     self._write(state, row, energy, forces, value)
@@ -213,7 +211,7 @@ class _Run:
                 keep.append(row)
         return keep
 
-    def _record(self, state: ReplicaState, energy, forces, sigma) -> None:
+    def _record(self, state: ReplicaState, energy, forces, largest: np.ndarray | None) -> None:
         kinetic = kinetic_energy(state.velocities, self.masses)
         temperature = (2 * kinetic / (self.dof * units.kB)).cpu().numpy()
         potential = energy.detach().cpu().numpy()
@@ -225,7 +223,6 @@ class _Run:
         for key, values in row.items():
             self.records[key].append(values)
         self.times.append(state.step * self.settings.timestep / 1000)
-        largest = None if sigma is None else sigma.max(dim=1).values.cpu().numpy()
         if self.paths:
             for index in range(len(state.replicas)):
                 self._write(state, index, energy, forces, None if largest is None else float(largest[index]))
@@ -235,11 +232,10 @@ class _Run:
             elapsed = max(time.perf_counter() - self.begin, 1e-9)
             update = {"step": state.step, "time_fs": state.step * self.settings.timestep, "temperature": temperature,
                       "potential_energy": potential, "replica_steps_per_s": self.replica_steps / elapsed}  # fmt: skip
-            if sigma is not None:
-                recent = self.recent[state.replicas]
+            if largest is not None:
+                recent = [self.monitors[r].since_record().get("max_force_uncertainty", np.nan) for r in state.replicas]
                 if np.any(np.isfinite(recent)):
                     update["max_force_uncertainty"] = float(np.nanmax(recent))
-                self.recent[:] = np.nan
             self.on_record(update)
 
     def _write(self, state: ReplicaState, row: int, energy, forces, uncertainty: float | None) -> None:

@@ -25,7 +25,6 @@ def scale_factor(errors: torch.Tensor | np.ndarray, spreads: torch.Tensor | np.n
     """The scale s with s^2 = sum e^2 / sum u^2 over every element of ``errors``; ``spreads`` broadcast
     against them (per-atom force spreads (N, 1) against force errors (N, 3): each counts for its three
     components)."""
-    errors = torch.as_tensor(np.asarray(errors) if not isinstance(errors, torch.Tensor) else errors).double()
-    spreads = torch.as_tensor(np.asarray(spreads) if not isinstance(spreads, torch.Tensor) else spreads).double()
-    spreads = torch.broadcast_to(spreads, errors.shape)
+    errors = torch.as_tensor(errors).double()
+    spreads = torch.broadcast_to(torch.as_tensor(spreads).double(), errors.shape)
     return scale_from_sums(float(errors.pow(2).sum()), float(spreads.pow(2).sum()))
