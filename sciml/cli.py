@@ -40,21 +40,32 @@ class SciMLCLI(LightningCLI):
 
     before_fit = before_validate = before_test = before_predict = _refuse_remote_checkpoint
 
+    def __init__(self, *args, **kwargs) -> None:
+        self.linked_parsers: list = []  # filled while LightningCLI builds its parsers, in its __init__
+        super().__init__(*args, **kwargs)
+
+    def add_arguments_to_parser(self, parser) -> None:
+        """Keep each subcommand's parser (Lightning's hook, called once per parser) for the data links."""
+        self.linked_parsers.append(parser)
+
     def parse_arguments(self, parser, args) -> None:
         """Parse once without validation to learn the model's classes (from any config source: files, ``-c``,
-        command line, environment), link what they take from the data, then parse for real."""
+        command line, environment), link what they take from the data in every subcommand's parser (only the
+        one run instantiates), then parse for real."""
         first = _unvalidated_parse(parser, args)
         subcommand = first.get("subcommand") if first is not None else None
-        if subcommand in getattr(self, "_subcommand_parsers", {}):
-            subparser = self._subcommand_parsers[subcommand]
-            for target, attribute in data_links(first[subcommand].get("model")).items():
+        if subcommand is not None:
+            links = data_links(first[subcommand].get("model"))
+            for subparser, (target, attribute) in itertools.product(self.linked_parsers, links.items()):
                 subparser.link_arguments("data", target, compute_fn=_DataAttribute(attribute), apply_on="instantiate")
         super().parse_arguments(parser, args)
 
 
 def _unvalidated_parse(parser, args) -> Namespace | None:
     """The parsed config without validation, printing or exiting (``--print_config`` left out: the real parse
-    prints it); ``None`` when it does not parse (the real parse then reports the problem, or prints the help)."""
+    prints it); ``None`` when it does not parse (the real parse then reports the problem, or prints the help).
+    Validation is skipped with jsonargparse's ``_skip_validation`` keyword (documented in its source, the one
+    way to read a config whose linked values are still missing)."""
     args = list(sys.argv[1:] if args is None else args)
     quiet = [arg for arg in args if arg.split("=", 1)[0] != "--print_config"]
     try:

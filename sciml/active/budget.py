@@ -38,10 +38,10 @@ class Rates:
         """The rates of the rounds in ``state`` (their ``frames_trained`` and ``md_steps``, and the phase
         clocks), round 1 trained ``epochs``, the others ``epochs_per_round``; ``labels``: the frames labelled so
         far (the oracle's calls)."""
-        rounds = [record for record in state.rounds if "md_steps" in record]
-        frame_epochs = sum(record["frames_trained"] * (epochs if record["round"] == 1 else epochs_per_round)
+        rounds = [record for record in state.rounds if record.md_steps is not None]
+        frame_epochs = sum(record.frames_trained * (epochs if record.round == 1 else epochs_per_round)
                            for record in rounds)  # fmt: skip
-        steps = sum(record["md_steps"] for record in rounds)
+        steps = sum(record.md_steps for record in rounds)
         seconds = state.seconds
         return cls(seconds["training"] / max(frame_epochs, 1), seconds["md"] / max(steps, 1),
                    seconds["oracle"] / max(labels, 1))  # fmt: skip

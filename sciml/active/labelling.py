@@ -1,39 +1,72 @@
-"""``Labeller``: the oracle and the label store of a run, behind one call: label these frames."""
+"""``Labeller``: the oracle and the label store of a run, behind one call: label these picks.
+
+Labels are computed one after another in this process, or, given an ``executor`` (any
+:class:`concurrent.futures.Executor`: a local ``ProcessPoolExecutor``, a Dask cluster's
+``Client.get_executor()``, a Parsl executor), all of a round's picks at once on its workers. The store takes them
+in the picks' order, each as soon as it and those before it are back (the same store as labelling one by one);
+with the oracle's label cache, a killed run keeps every label that came back. Give a process pool the "spawn"
+start method: a forked child of a process whose OpenMP runtime has run (PySCF, torch) can hang.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-
-from ase import Atoms
+from concurrent.futures import Executor
 
 from sciml.active.oracles import Oracle, OracleFailure
+from sciml.active.picks import Pick
 from sciml.active.state import RunState
 from sciml.active.store import LabelStore
 
 
 class Labeller:
-    """Labels frames with ``oracle`` into ``store`` (each once: a key the store holds is skipped), its time on
-    the run's oracle clock; a failure is recorded in the store and reported, never raised."""
+    """Labels picks with ``oracle`` into ``store`` (each once: a key the store holds is skipped), its time on
+    the run's oracle clock; a failure is recorded in the store and reported, never raised. ``executor``: where
+    the labels are computed (module docstring; ``None``: here, one by one)."""
 
-    def __init__(self, oracle: Oracle, store: LabelStore, state: RunState, report: Callable[[str], None]) -> None:
-        self.oracle, self.store, self.state, self.report = oracle, store, state, report
+    def __init__(
+        self,
+        oracle: Oracle,
+        store: LabelStore,
+        state: RunState,
+        report: Callable[[str], None],
+        executor: Executor | None = None,
+    ) -> None:
+        self.oracle, self.store, self.state, self.report, self.executor = oracle, store, state, report, executor
 
-    def label(self, candidates: list[tuple[str, Atoms]], round: int) -> None:
-        """Label ``(key, frame)`` pairs picked in round ``round`` (their ``info``: ``uncertainty``, ``reason``)."""
-        for key, frame in candidates:
-            if key not in self.store.keys:
-                self.label_one(frame, key, round, float(frame.info["uncertainty"]), frame.info["reason"])
+    def label(self, picks: list[Pick], round: int) -> None:
+        """Label the frames of ``picks``, picked in round ``round``, that the store does not hold yet."""
+        pending = [pick for pick in picks if pick.key not in self.store.keys]
+        if self.executor is None or len(pending) < 2:
+            for pick in pending:
+                self.label_one(pick, round)
+        else:
+            self.state.timed("oracle", self._label_on_executor, pending, round)
 
-    def label_one(self, atoms: Atoms, key: str, round: int, uncertainty: float, reason: str) -> None:
-        """Label one frame under ``key`` with its round, uncertainty (eV/Å) and reason."""
+    def label_one(self, pick: Pick, round: int) -> None:
+        """Label ``pick``'s frame with its round."""
         try:
-            labelled = self.state.timed("oracle", self.oracle.label, atoms)
+            labelled = self.state.timed("oracle", self.oracle.label, pick.atoms)
         except OracleFailure as failure:
-            self.store.add_failure(atoms, key, round, uncertainty, reason, str(failure))
-            self.report(f"round {round}: oracle failed on {key} (recorded in {self.store.failed_path.name}): {failure}")
+            self._failed(pick, round, failure)
             return
-        self.store.add(labelled, key, round, uncertainty, reason, self.oracle.name)
+        self.store.add(labelled, pick, round, self.oracle.name)
+
+    def _label_on_executor(self, picks: list[Pick], round: int) -> None:
+        futures = [(self.executor.submit(self.oracle.label, pick.atoms), pick) for pick in picks]
+        for future, pick in futures:  # stored in the picks' order (a killed run: an oracle's cache keeps the rest)
+            try:
+                labelled = future.result()
+            except OracleFailure as failure:
+                self._failed(pick, round, failure)
+                continue
+            self.store.add(labelled, pick, round, self.oracle.name)
+
+    def _failed(self, pick: Pick, round: int, failure: OracleFailure) -> None:
+        self.store.add_failure(pick, round, str(failure))
+        self.report(f"round {round}: oracle failed on {pick.key} (recorded in {self.store.failed_path.name}): "
+                    f"{failure}")  # fmt: skip
 
     def labelled_in(self, round: int) -> int:
         """Frames of the store labelled with round number ``round``."""
-        return sum(1 for frame in self.store.labelled if int(frame.info["round"]) == round)
+        return sum(1 for record in self.store.labelled_records if record.round == round)

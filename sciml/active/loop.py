@@ -57,8 +57,8 @@ from sciml.active.calibration import rescaled_checkpoint, sample_frames, scale_f
 from sciml.active.exploration import ExplorationSettings, explore, select_frames, shares
 from sciml.active.labelling import Labeller
 from sciml.active.oracles import Oracle
-from sciml.active.picks import candidate_frame, labelled_copy, read_picks, write_picks
-from sciml.active.state import RunState
+from sciml.active.picks import Pick, candidate_pick, labelled_copy, read_picks, write_picks
+from sciml.active.state import RunState, StageRecord
 from sciml.active.store import LabelStore
 from sciml.active.structures import rattled_copies
 from sciml.active.training import TrainingSettings, train_round
@@ -107,8 +107,9 @@ class ActiveLearning:
 
     Its parts are passed in (defaults: the real ones): ``explorer(starts, model, settings, seed, on_step,
     **options)`` runs a batch of exploration runs, one per start (:func:`~sciml.active.exploration.explore`);
-    ``trainer(frames_path, directory, settings, round, previous, epochs=None, max_seconds=None)`` trains a
-    round's model into ``directory`` (:func:`~sciml.active.training.train_round`); ``models`` loads trained
+    ``trainer(frames, directory, settings, round, previous, epochs=None, max_seconds=None)`` trains a round's
+    model on the store's labelled frames (in memory), continuing ``previous`` (the last model, in memory, or
+    ``None``), into ``directory`` (:func:`~sciml.active.training.train_round`); ``models`` loads trained
     checkpoints once (:class:`~sciml.calculators.checkpoint.CheckpointModels`); ``labeller(oracle, store,
     state, report)`` and ``planner(settings, state, store, report)`` build the parts that label frames
     (:class:`~sciml.active.labelling.Labeller`) and take the time budget's decisions
@@ -156,20 +157,21 @@ class ActiveLearning:
             record = state.round_record(round)
             if not checkpoint.exists():
                 self.report(f"round {round}: training on {len(self.store.labelled)} labelled frames")
-                state.timed("training", self.trainer, self.store.labelled_path, checkpoint.parent,
-                            self.settings.training, round, previous)  # fmt: skip
+                state.timed("training", self.trainer, self.store.labelled, checkpoint.parent,
+                            self.settings.training, round, previous and self.models(previous))  # fmt: skip
             previous = checkpoint
-            record["frames_trained"] = record.get("frames_trained", len(self.store.labelled))
+            if record.frames_trained is None:
+                record.frames_trained = len(self.store.labelled)
             candidates = self._candidates(round, record, starts, checkpoint)
-            if record["below_threshold"]:
+            if record.below_threshold:
                 state.converged = True
                 state.save()
                 self._progress(round, "converged: the whole run stayed below the threshold")
                 break
             self.labeller.label(candidates, round)
-            record["labelled"] = self.labeller.labelled_in(round)
+            record.labelled = self.labeller.labelled_in(round)
             state.save()
-            self._progress(round, f"labelled {record['labelled']} of {len(candidates)} picked")
+            self._progress(round, f"labelled {record.labelled} of {len(candidates)} picked")
         else:
             if self.settings.rounds:
                 self.report(f"not converged after {self.settings.rounds} rounds (more --rounds continue the run)")
@@ -183,8 +185,8 @@ class ActiveLearning:
             seconds = self.planner.final_seconds(len(starts))
             within = f" (fitted to {seconds / 60:.1f} min of the time budget)" if seconds else ""
             self.report(f"final model: {epochs} epochs on {len(self.store.labelled)} frames{within}")
-            state.timed("training", self.trainer, self.store.labelled_path, final.parent, self.settings.training,
-                        self.settings.rounds + 1, previous, epochs, seconds)  # fmt: skip
+            state.timed("training", self.trainer, self.store.labelled, final.parent, self.settings.training,
+                        self.settings.rounds + 1, previous and self.models(previous), epochs, seconds)  # fmt: skip
             state.final_from = origin
             state.save()
         confirmed = self._confirm(final if epochs else previous, starts)
@@ -217,11 +219,11 @@ class ActiveLearning:
             record, directory = state.confirmation_record(k), self.directory / f"confirm{k}"
             if self.settings.calibration_frames:
                 model = self._calibrate(model, directory, rounds + k, starts, record)
-            record["model"] = str(model)
+            record.model = str(model)
             frames = self._candidates(rounds + k, record, starts, model, settings, directory,
                                       f"final{rounds}-confirm{k}", note)  # fmt: skip
-            largest = record["max_uncertainty"]
-            if record["below_threshold"]:
+            largest = record.max_uncertainty
+            if record.below_threshold:
                 state.confirmed = True
                 state.save()
                 self.report(f"final model confirmed: {hold:g} ps at {settings.temperature:g} K stayed at or below "
@@ -234,8 +236,8 @@ class ActiveLearning:
                 )
                 return model
             self.labeller.label(frames, rounds + k)
-            calibration = record.get("calibration", {}).get("frames", 0)
-            record["labelled"] = self.labeller.labelled_in(rounds + k) - calibration  # failures left out
+            calibration = record.calibration["frames"] if record.calibration else 0
+            record.labelled = self.labeller.labelled_in(rounds + k) - calibration  # failures left out
             state.save()
             retrained = directory / "model.ckpt"
             if not retrained.exists() and not self.planner.retraining_fits(len(starts)):
@@ -248,8 +250,8 @@ class ActiveLearning:
                     f"{len(frames)}, training {self.settings.training.epochs_per_round} epochs on "
                     f"{len(self.store.labelled)}"
                 )
-                state.timed("training", self.trainer, self.store.labelled_path, directory, self.settings.training,
-                            self.settings.rounds + 1 + k, model)  # fmt: skip
+                state.timed("training", self.trainer, self.store.labelled, directory, self.settings.training,
+                            self.settings.rounds + 1 + k, self.models(model))  # fmt: skip
             model = retrained
         return model
 
@@ -257,38 +259,37 @@ class ActiveLearning:
         """``model`` with its uncertainty scales refitted on ``calibration_frames`` frames of its own MD at the
         target (:mod:`sciml.active.calibration`), as ``<directory>/calibrated.ckpt``. The frames (written to
         ``calibration.extxyz`` before the oracle sees them) are labelled with round ``round`` and stay in the
-        store; ``record["calibration"]`` has their number and the two factors. The model is loaded once."""
+        store; ``record.calibration`` has their number and the two factors. The model is loaded once."""
         calibrated, path = directory / "calibrated.ckpt", directory / "calibration.extxyz"
-        if calibrated.exists() and "calibration" in record:
+        if calibrated.exists() and record.calibration is not None:
             return calibrated
         directory.mkdir(parents=True, exist_ok=True)
         state, exploration = self.state, self.settings.exploration
         if path.exists():
-            frames = read_picks(path)
+            picks = read_picks(path)
         else:
             count = self.settings.calibration_frames
             self.report(f"final model: {count} frames of its own MD at {exploration.temperature:g} K to calibrate "
                         "its uncertainty")  # fmt: skip
             frames = state.timed("md", sample_frames, self.models(model), starts, exploration, count,
                                  self.settings.seed + 1000 * round + 500, self.on_md_step, self.explorer)  # fmt: skip
-            for index, frame in enumerate(frames):
-                frame.info.update(key=f"final{len(state.rounds)}-{directory.name}-calibration{index}", reason=(
-                    f"calibration: frame {index} of the final model's MD at {exploration.temperature:g} K "
-                    f"(uniform in time, {frame.info['time_fs']:g} fs)"))  # fmt: skip
-            write_picks(path, frames)
-        keys = {frame.info["key"] for frame in frames}
-        self.labeller.label([(frame.info["key"], frame) for frame in frames], round)
-        labelled = [frame for frame in self.store.labelled if frame.info["key"] in keys]
+            picks = [Pick(f"final{len(state.rounds)}-{directory.name}-calibration{index}", frame,
+                          frame.info["uncertainty"], f"calibration: frame {index} of the final model's MD at "
+                          f"{exploration.temperature:g} K (uniform in time, {frame.info['time_fs']:g} fs)")
+                     for index, frame in enumerate(frames)]  # fmt: skip
+            write_picks(path, picks)
+        self.labeller.label(picks, round)
+        labelled = self.store.labelled_with(pick.key for pick in picks)
         if len(labelled) < 2:
             self.report(f"final model: {len(labelled)} calibration frames labelled, too few to refit; the "
                         "validation split's scales stay")  # fmt: skip
-            record["calibration"] = {"frames": len(labelled), "energy_scale_factor": 1.0, "force_scale_factor": 1.0}
+            record.calibration = {"frames": len(labelled), "energy_scale_factor": 1.0, "force_scale_factor": 1.0}
             state.save()
             return model
         factors = state.timed("training", scale_factors, self.models(model), labelled)
         rescaled_checkpoint(copy.deepcopy(self.models(model)), factors, calibrated)
-        record["calibration"] = {"frames": len(labelled), "energy_scale_factor": factors[0],
-                                 "force_scale_factor": factors[1]}  # fmt: skip
+        record.calibration = {"frames": len(labelled), "energy_scale_factor": factors[0],
+                              "force_scale_factor": factors[1]}  # fmt: skip
         state.save()
         self.report(
             f"final model: uncertainty calibrated on {len(labelled)} frames of its MD at "
@@ -300,8 +301,8 @@ class ActiveLearning:
         if dataset is not None:
             for index, frame in enumerate(dataset):
                 if f"dataset-{index}" not in self.store.keys:
-                    self.store.add(labelled_copy(frame, index), f"dataset-{index}", 0, float("nan"), "given dataset",
-                                   "dataset")  # fmt: skip
+                    copy_ = labelled_copy(frame, index)
+                    self.store.add(copy_, Pick(f"dataset-{index}", copy_, math.nan, "given dataset"), 0, "dataset")
             return
         pending = []
         counts = shares(self.settings.seed_frames, len(starts))  # the first starts take the remainder
@@ -309,24 +310,23 @@ class ActiveLearning:
             copies = rattled_copies(start, count, self.settings.seed_displacement, self.settings.seed + index)
             prefix = f"seed-start{index}" if index else "seed"  # start 0's keys as in a run with one start
             reason = "seed: rattled start structure" + (f" {index}" if index else "")
-            pending += [(f"{prefix}-{k}", atoms, reason) for k, atoms in enumerate(copies)]
-        pending = [item for item in pending if item[0] not in self.store.keys]
-        for key, atoms, reason in pending:
-            self.labeller.label_one(atoms, key, 0, float("nan"), reason)
+            pending += [Pick(f"{prefix}-{k}", atoms, math.nan, reason) for k, atoms in enumerate(copies)]
+        pending = [pick for pick in pending if pick.key not in self.store.keys]
+        self.labeller.label(pending, 0)
         if pending:
             self._progress(0, f"seed set labelled ({len(self.store.labelled)} frames)")
 
     def _candidates(
         self,
         round: int,
-        record: dict,
+        record: StageRecord,
         starts: list[Atoms],
         checkpoint: Path,
         settings: ExplorationSettings | None = None,
         directory: Path | None = None,
         prefix: str = "",
         note: str = "",
-    ) -> list[tuple[str, Atoms]]:
+    ) -> list[Pick]:
         """The frames round ``round`` picked (read back when its exploration already ran): exploration runs with
         ``checkpoint``'s model and ``settings`` (default the loop's), the picks in ``directory`` (default the
         checkpoint's) under keys ``<prefix>-run<r>-step<s>`` (default prefix ``round<round>``), ``note`` ending
@@ -334,9 +334,9 @@ class ActiveLearning:
         directory = directory or checkpoint.parent
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / "candidates.extxyz"
-        if "below_threshold" in record and path.exists():
-            return [(frame.info["key"], frame) for frame in read_picks(path)]
-        if "below_threshold" in record:  # converged before: nothing picked
+        if record.explored and path.exists():
+            return read_picks(path)
+        if record.explored:  # converged before: nothing picked
             return []
         settings = settings or self.settings.exploration
         n, batch = len(starts), settings.replicas
@@ -346,33 +346,35 @@ class ActiveLearning:
         self.report(f"{name}: exploring (up to {budget} MD steps" + (f" from {n} starts" if n > 1 else "")
                     + (f" in batches of {batch} replicas)" if batch > 1 else ")"))  # fmt: skip
         model = self.models(checkpoint)  # in memory for every batch of the round
-        runs, frames = [], []
+        runs, picks = [], []
         while True:  # runs that end early are followed by new ones (other velocities) until the cap or budget
             seed = self.settings.seed + 1000 * round + len(runs)
             origins = [(round - 1 + len(runs) + r) % n for r in range(batch)]
             batch_starts = [starts[origin] for origin in origins]
             found = self.state.timed("md", self.explorer, batch_starts, model, settings, seed, self.on_md_step)
             pool = [candidate for run in found for candidate in run.candidates]
-            picked = select_frames(pool, settings.cap - len(frames), settings.spacing_fs)
+            picked = select_frames(pool, settings.cap - len(picks), settings.spacing_fs)
             last = {id(run.candidates[-1]) for run in found if run.stopped and not run.broken and run.candidates}
-            frames += [candidate_frame(candidate, prefix or f"round{round}", len(runs) + candidate.run,
+            picks += [candidate_pick(candidate, prefix or f"round{round}", len(runs) + candidate.run,
                                         id(candidate) in last, origins[candidate.run] if n > 1 else None, note)
                        for candidate in picked]  # fmt: skip
             runs += found
             whole = not any(run.stopped for run in found) and len(runs) >= needed  # full runs, every start had one
-            if whole or len(frames) >= settings.cap or sum(r.steps for r in runs) >= budget:
+            if whole or len(picks) >= settings.cap or sum(r.steps for r in runs) >= budget:
                 break
-        write_picks(path, frames)
-        record.update(md_steps=sum(r.steps for r in runs), runs=len(runs), max_uncertainty=max(r.max_uncertainty
-                      for r in runs), stopped=sum(r.stopped for r in runs), broken=sum(r.broken for r in runs),
-                      candidates=sum(len(r.candidates) for r in runs), picked=len(frames),
-                      below_threshold=len(runs) == needed and all(r.below_threshold for r in runs))  # fmt: skip
+        write_picks(path, picks)
+        record.md_steps, record.runs = sum(r.steps for r in runs), len(runs)
+        record.max_uncertainty = max(r.max_uncertainty for r in runs)
+        record.stopped, record.broken = sum(r.stopped for r in runs), sum(r.broken for r in runs)
+        record.candidates, record.picked = sum(len(r.candidates) for r in runs), len(picks)
+        record.below_threshold = len(runs) == needed and all(r.below_threshold for r in runs)
         self.state.save()
-        return [(frame.info["key"], frame) for frame in frames]
+        return picks
 
     def _progress(self, round: int, event: str) -> None:
         seconds = self.state.seconds
-        largest = self.state.rounds[round - 1].get("max_uncertainty", math.nan) if round else math.nan
+        largest = self.state.rounds[round - 1].max_uncertainty if round else None
+        largest = math.nan if largest is None else largest
         self.report(
             f"round {round} | {event} | labelled {len(self.store.labelled)}, failed {len(self.store.failed)} | "
             f"largest uncertainty {largest:.3f} eV/Å (threshold {self.settings.exploration.threshold}) | "
@@ -383,12 +385,12 @@ class ActiveLearning:
         """The run's figures: rounds, frames labelled and failed, convergence, seconds per phase, settings."""
         state = self.state
         return {
-            "rounds": state.rounds,
+            "rounds": [record.as_json() for record in state.rounds],
             "labelled": len(self.store.labelled),
             "failed": len(self.store.failed),
             "oracle_calls": len(self.store.labelled) + len(self.store.failed),
             "converged": state.converged,
-            "confirmations": state.confirmations,
+            "confirmations": [record.as_json() for record in state.confirmations],
             "confirmed": state.confirmed,
             "budget_ended_after": state.budget_ended_after,
             "seconds": state.seconds,

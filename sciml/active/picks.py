@@ -1,9 +1,11 @@
-"""The frames picked for the oracle, as files and as frames: written before the oracle sees them (so that a
-killed run leaves either no file or the whole list), read back on resuming, made from exploration candidates
-with their key and reason; and a given dataset's frames as labelled copies."""
+"""The frames picked for the oracle (:class:`Pick`), as files and in memory: written before the oracle sees
+them (so that a killed run leaves either no file or the whole list), read back on resuming, made from
+exploration candidates with their key and reason; and a given dataset's frames as labelled copies."""
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import ase.io
@@ -13,19 +15,49 @@ from ase.calculators.singlepoint import SinglePointCalculator
 from sciml.active.exploration import Candidate
 
 
-def write_picks(path: Path, frames: list[Atoms]) -> None:
-    """Write the frames picked for the oracle to ``path`` (extxyz; empty when none) through a temporary file,
-    so that a killed run leaves either no file or the whole list."""
+@dataclass(frozen=True)
+class Pick:
+    """A frame for the oracle.
+
+    Attributes:
+        key: its store key (``seed-3``, ``round2-run0-step1840``): a key the store holds is not labelled again.
+        atoms: the frame (positions in Å).
+        uncertainty: the model's largest per-atom force uncertainty at the frame (eV/Å; NaN: none, a seed frame).
+        reason: why it was picked (kept in the store).
+    """
+
+    key: str
+    atoms: Atoms
+    uncertainty: float
+    reason: str
+
+
+def write_picks(path: Path, picks: list[Pick]) -> None:
+    """Write ``picks`` to ``path`` (extxyz, key, uncertainty and reason in each frame's info; empty when none)
+    through a temporary file, so that a killed run leaves either no file or the whole list."""
     temporary = path.with_suffix(".partial")
     temporary.write_text("")
+    frames = []
+    for pick in picks:
+        frame = pick.atoms.copy()
+        frame.info.update(key=pick.key, uncertainty=pick.uncertainty, reason=pick.reason)
+        frames.append(frame)
     if frames:
         ase.io.write(temporary, frames, format="extxyz")
     temporary.replace(path)
 
 
-def read_picks(path: Path) -> list[Atoms]:
-    """The frames :func:`write_picks` wrote to ``path``."""
-    return ase.io.read(path, index=":") if path.stat().st_size else []
+def read_picks(path: Path) -> list[Pick]:
+    """The picks :func:`write_picks` wrote to ``path``."""
+    frames = ase.io.read(path, index=":") if path.stat().st_size else []
+    picks = []
+    for index, frame in enumerate(frames):
+        info = {key: frame.info.pop(key, None) for key in ("key", "uncertainty", "reason")}
+        if info["key"] is None or info["reason"] is None:
+            raise ValueError(f"'{path}' frame {index} lacks its key or reason: not a file of picks")
+        uncertainty = math.nan if info["uncertainty"] is None else float(info["uncertainty"])
+        picks.append(Pick(str(info["key"]), frame, uncertainty, str(info["reason"])))
+    return picks
 
 
 def labelled_copy(frame: Atoms, index: int) -> Atoms:
@@ -40,18 +72,15 @@ def labelled_copy(frame: Atoms, index: int) -> Atoms:
     return copy
 
 
-def candidate_frame(
+def candidate_pick(
     candidate: Candidate, prefix: str, run: int, stopped_run: bool, origin: int | None, note: str = ""
-) -> Atoms:
-    """``candidate``'s frame with its store key ``<prefix>-run<run>-step<s>``, its uncertainty and the reason it
-    was picked (the start it ran from, whether it stopped its run, then ``note``)."""
-    frame = candidate.atoms.copy()
+) -> Pick:
+    """``candidate`` picked for the oracle: its store key ``<prefix>-run<run>-step<s>``, its uncertainty and
+    the reason it was picked (the start it ran from, whether it stopped its run, then ``note``)."""
     reason = (f"force uncertainty {candidate.uncertainty:.3f} eV/Å above the threshold at "
               f"{candidate.temperature:.0f} K, MD run {run} step {candidate.step}")  # fmt: skip
     if origin is not None:
         reason += f" from start {origin}"
     if stopped_run:
         reason += " (stopped the run)"
-    frame.info.update(key=f"{prefix}-run{run}-step{candidate.step}", uncertainty=candidate.uncertainty,
-                      reason=reason + note)  # fmt: skip
-    return frame
+    return Pick(f"{prefix}-run{run}-step{candidate.step}", candidate.atoms.copy(), candidate.uncertainty, reason + note)

@@ -12,7 +12,9 @@ that :class:`~sciml.calculators.SciMLCalculator` loads with its uncertainty.
 
 from __future__ import annotations
 
+import copy
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
@@ -20,9 +22,11 @@ from pathlib import Path
 
 import lightning as L
 import torch
+from ase import Atoms
 
 from sciml.calculators.checkpoint import load_model
 from sciml.data import AtomsDataModule
+from sciml.data.readers import Trajectory
 from sciml.models import E2Former
 from sciml.nn.checkpoint import write_model_checkpoint
 from sciml.training import PotentialModule
@@ -110,27 +114,30 @@ def train_energy_model(
     return module
 
 
-def round_data(frames: str | Path, settings: TrainingSettings, round: int) -> AtomsDataModule:
-    """The data module of one round: ``frames`` (extxyz) split at random into training and validation
-    (``settings.validation_fraction``) with the round's seed, as :func:`train_round` trains on it."""
+def round_data(frames: str | Path | Sequence[Atoms], settings: TrainingSettings, round: int) -> AtomsDataModule:
+    """The data module of one round: ``frames`` (labelled frames in memory, or an extxyz file of them) split at
+    random into training and validation (``settings.validation_fraction``) with the round's seed, as
+    :func:`train_round` trains on it."""
     validation = settings.validation_fraction
+    given = str(frames) if isinstance(frames, str | Path) else Trajectory("labelled frames", list(frames))
     return AtomsDataModule(
-        paths=str(frames), cutoff=settings.cutoff, split=(1 - validation, validation, 0.0), split_mode="random",
+        paths=given, cutoff=settings.cutoff, split=(1 - validation, validation, 0.0), split_mode="random",
         seed=settings.seed + round, batch_size=settings.batch_size,
     )  # fmt: skip
 
 
 def train_round(
-    frames: str | Path,
+    frames: str | Path | Sequence[Atoms],
     directory: str | Path,
     settings: TrainingSettings,
     round: int,
-    previous: Path | None = None,
+    previous: Path | torch.nn.Module | None = None,
     epochs: int | None = None,
     max_seconds: float | None = None,
 ) -> Path:
-    """Train on the labelled ``frames`` (an extxyz file) and write ``<directory>/model.ckpt``; returns its path.
-    ``previous``: the last round's checkpoint, whose model the training continues (its energy scale and mean
+    """Train on the labelled ``frames`` (in memory, or an extxyz file) and write ``<directory>/model.ckpt``;
+    returns its path. ``previous``: the last round's model (or its checkpoint), which the training continues on
+    a copy (its energy scale and mean
     neighbour count stay those of the first round; the energy reference is re-levelled at every validation).
     ``epochs``: default ``settings.epochs`` without ``previous``, ``settings.epochs_per_round`` with it.
     ``max_seconds``: the training's time, at most (a committee's members share it); fewer epochs if they would
@@ -142,7 +149,8 @@ def train_round(
         member = E2Former.preset(settings.preset, **data.linked_values(E2Former))
         model = Committee(member, settings.committee_size) if settings.uncertainty == "committee" else member
     else:  # the previous round's model, whose normalisation (energy scale, neighbours) stays that of round 1
-        model = load_model(previous).train()
+        model = copy.deepcopy(previous) if isinstance(previous, torch.nn.Module) else load_model(previous)
+        model.train()
         model = model.model if isinstance(model, LastLayerUncertainty) else model
     epochs = epochs or (settings.epochs if previous is None else settings.epochs_per_round)
     if isinstance(model, Committee):  # each member on its own, in its own batch order, then the two scales

@@ -59,13 +59,13 @@ def prepare(
         train_paths,
         val_paths,
         test_paths,
-        split,
-        split_mode,
-        seed,
-        atomic_numbers_of(species) if species else None,
-        labels if labels is not None else ["energy", "forces"],
-        LabelKeys(energy_key, forces_key, stress_key),
-        overwrite,
+        split=split,
+        split_mode=split_mode,
+        seed=seed,
+        species=atomic_numbers_of(species) if species else None,
+        labels=labels if labels is not None else ["energy", "forces"],
+        keys=LabelKeys(energy_key, forces_key, stress_key),
+        overwrite=overwrite,
     )
     seconds = time.perf_counter() - started
     frames = sum(summary["frames"].values())

@@ -39,19 +39,14 @@ def prepare_frame_store(
     train_paths: Paths = None,
     val_paths: Paths = None,
     test_paths: Paths = None,
-    split: Sequence[float] = (0.8, 0.1, 0.1),
-    split_mode: str = "auto",
-    seed: int = 0,
-    species: Sequence[int] | None = None,
-    labels: Sequence[str] = ("energy", "forces"),
-    keys: LabelKeys | None = None,
-    overwrite: bool = False,
-    buffer_frames: int = 4096,
+    **options,
 ) -> dict:
     """Write the frames of ``paths`` (dealt by ``split``/``split_mode``/``seed``) or of explicit
     ``train_paths``/``val_paths``/``test_paths`` into ``output`` (atomically; an existing file is refused
-    unless ``overwrite``). ``labels`` must be in every frame; any other label is stored for the frames that
-    have it. Returns a summary (frames, atoms, trajectories per split).
+    unless ``overwrite``). ``options``: those of :func:`write_frame_store` (``split``, ``split_mode``,
+    ``seed``, ``species``, ``labels``, ``keys``, ``overwrite``, ``buffer_frames``). ``labels`` must be in every
+    frame; any other label is stored for the frames that have it. Returns a summary (frames, atoms,
+    trajectories per split).
     """
     explicit = {"train": train_paths, "val": val_paths, "test": test_paths}
     if (paths is None) == all(p is None for p in explicit.values()):
@@ -60,8 +55,7 @@ def prepare_frame_store(
         groups = {"all": stream_trajectories(paths)}
     else:
         groups = {name: stream_trajectories(p) for name, p in explicit.items() if p is not None}
-    options = dict(split=split, split_mode=split_mode, seed=seed, species=species, labels=labels, keys=keys)
-    return write_frame_store(output, groups, overwrite=overwrite, buffer_frames=buffer_frames, **options)
+    return write_frame_store(output, groups, **options)
 
 
 def write_frame_store(

@@ -1,7 +1,8 @@
 """Read ASE trajectories from `.traj`, extxyz, ASE `.db`, lists of those, or folders.
 
 One file is one trajectory, frames in file order; an ASE database whose rows carry a
-``trajectory`` key holds one trajectory per distinct value (rows in id order).
+``trajectory`` key holds one trajectory per distinct value (rows in id order). A :class:`Trajectory` given
+among the paths is frames already in memory, taken as they are.
 """
 
 from __future__ import annotations
@@ -57,11 +58,18 @@ def expand_paths(paths: str | Path | Sequence[str | Path]) -> list[Path]:
     return files
 
 
-def read_trajectories(paths: str | Path | Sequence[str | Path]) -> list[Trajectory]:
-    """Read every trajectory under ``paths`` (see module docstring)."""
+def read_trajectories(paths: str | Path | Trajectory | Sequence[str | Path | Trajectory]) -> list[Trajectory]:
+    """Read every trajectory under ``paths`` (see module docstring), in the order given."""
+    items = [paths] if isinstance(paths, str | Path | Trajectory) else list(paths)
+    if not items:
+        raise DataError("no data paths were given")
     trajectories: list[Trajectory] = []
-    for path in expand_paths(paths):
-        trajectories.extend(_read_file(path))
+    for item in items:
+        if isinstance(item, Trajectory):
+            trajectories.append(item)
+            continue
+        for path in expand_paths(item):
+            trajectories.extend(_read_file(path))
     return trajectories
 
 

@@ -143,16 +143,10 @@ def vamp_score(
     return torch.linalg.matrix_norm(whiten_f @ c_fg @ whiten_g, ord="nuc")
 
 
-def vamp_loss(
-    f: torch.Tensor,
-    g: torch.Tensor,
-    schatten: int = 2,
-    epsilon: float = 1e-6,
-    whitening: str = "lstsq",
-    center: bool = True,
-) -> torch.Tensor:
-    """Negative VAMP-r score (the VAMPnet loss); arguments as :func:`vamp_score`."""
-    return -vamp_score(f, g, schatten, epsilon, whitening, center)
+def vamp_loss(f: torch.Tensor, g: torch.Tensor, *args, **kwargs) -> torch.Tensor:
+    """Negative VAMP-r score (the VAMPnet loss); arguments (``schatten``, ``epsilon``, ``whitening``,
+    ``center``) and their defaults as :func:`vamp_score`."""
+    return -vamp_score(f, g, *args, **kwargs)
 
 
 def metric_regulariser(matrix: torch.Tensor, epsilon: float | None = None, reduction: str = "sum") -> torch.Tensor:

@@ -6,15 +6,15 @@ import pytest
 
 from sciml.active.budget import Rates, end_md_seconds, round_seconds, runs_per_round
 from sciml.active.exploration import ExplorationSettings
-from sciml.active.state import RunState
+from sciml.active.state import RunState, StageRecord
 
 STATE = RunState(
     "smiles:O",
     "GFN2-xTB",
     rounds=[
-        {"round": 1, "frames_trained": 10, "md_steps": 100},
-        {"round": 2, "frames_trained": 20, "md_steps": 300},
-        {"round": 3, "frames_trained": 30},  # trained, not yet explored: not counted
+        StageRecord(round=1, frames_trained=10, md_steps=100),
+        StageRecord(round=2, frames_trained=20, md_steps=300),
+        StageRecord(round=3, frames_trained=30),  # trained, not yet explored: not counted
     ],
     seconds={"training": 80.0, "md": 40.0, "oracle": 2.0},
 )

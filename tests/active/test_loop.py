@@ -384,6 +384,9 @@ def test_a_time_budget_ends_the_exploration_fits_the_final_training_and_skips_a_
     given = []
 
     def train_round(frames, directory, settings, round, previous=None, epochs=None, max_seconds=None):
+        # the store's frames and the last model, in memory (nothing read back from disk)
+        assert isinstance(frames, list) and len(frames) >= 8 and all(isinstance(f, Atoms) for f in frames)
+        assert (previous is None) == (directory.name == "round1") and not isinstance(previous, str | Path)
         given.append((directory.name, max_seconds))
         return real(frames, directory, settings, round, previous, epochs, max_seconds)
 
@@ -500,7 +503,7 @@ def test_the_run_state_round_trips_through_its_file_and_refuses_another_run_or_a
     path = tmp_path / "state.json"
     state = RunState.load(path, "smiles:O", "GFN2-xTB")
     assert not path.exists() and state.seconds == {"oracle": 0.0, "training": 0.0, "md": 0.0}
-    state.round_record(2)["md_steps"] = 40
+    state.round_record(2).md_steps = 40
     state.timed("md", lambda: None)
     assert json.loads(path.read_text())["rounds"] == [{"round": 1}, {"round": 2, "md_steps": 40}]
     again = RunState.load(path, "smiles:O", "GFN2-xTB")
@@ -509,6 +512,11 @@ def test_the_run_state_round_trips_through_its_file_and_refuses_another_run_or_a
         RunState.load(path, "smiles:CC", "GFN2-xTB")
     path.write_text(json.dumps({**json.loads(path.read_text()), "colour": "blue"}))
     with pytest.raises(ValueError, match=r"state.json' has keys this sciml does not know: \['colour'\]"):
+        RunState.load(path, "smiles:O", "GFN2-xTB")
+    path.write_text(json.dumps({"source": "smiles:O", "oracle": "GFN2-xTB", "rounds": [{"round": 1, "steps": 3}]}))
+    with pytest.raises(
+        ValueError, match=r"a round or confirmation record with keys this sciml does not know: \['steps'\]"
+    ):
         RunState.load(path, "smiles:O", "GFN2-xTB")
 
 
@@ -549,9 +557,9 @@ def test_the_planner_and_labeller_are_parts_the_loop_is_given(tmp_path):
     labelled = []
 
     class Counting(Labeller):
-        def label_one(self, atoms, key, round, uncertainty, reason):
-            labelled.append(key)
-            super().label_one(atoms, key, round, uncertainty, reason)
+        def label_one(self, pick, round):
+            labelled.append(pick.key)
+            super().label_one(pick, round)
 
     loop = ActiveLearning(tmp_path, CountingOracle(), tiny_settings(rounds=3), report=lambda line: None,
                           planner=OneRound, labeller=Counting)  # fmt: skip
