@@ -49,11 +49,11 @@ napoleon_use_rtype = False
 nitpicky = True
 nitpick_ignore_regex = [
     (r"py:.*", r"(torch|np|numpy|ase|lightning|L|e3nn|torch_geometric|jsonargparse|h5py|scipy|nn|optim)(\..*)?"),
-    (r"py:.*", r"(abc|collections\.abc|typing|pathlib|enum|dataclasses|argparse|os|types)\..*"),
+    (r"py:.*", r"(abc|collections\.abc|typing|pathlib|enum|dataclasses|argparse|os|types|concurrent\.futures)\..*"),
     (r"py:.*", r"(Tensor|Path|Atoms|Callable|Iterable|Iterator|Sequence|Mapping|Module|Optimizer|Batch|Data)"),
     (r"py:.*", r"(optional|default|callable|array_like|ndarray|\.\.\.)"),
     (r"py:class", r"(OptimizerCallable|LRSchedulerCallable|LightningDataModule|LightningModule|Callback|Paths)"),
-    (r"py:class", r"(Calculator|Observable)"),  # ASE's calculator base; sciml.koopman.estimator's type alias
+    (r"py:class", r"(Calculator|Observable|Executor)"),  # ASE's calculator base; sciml.koopman.estimator's type alias
 ]
 
 html_theme = "furo"

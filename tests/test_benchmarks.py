@@ -31,6 +31,7 @@ SMOKE = {
     "bench_llpr.py": ("llpr", ["--out", "{tmp}/work"]),
     "bench_replicas.py": ("replicas", []),
     "bench_kinetics.py": ("kinetics", ["--work", "{tmp}/work"]),
+    "bench_dft.py": ("dft_oracle", ["--work", "{tmp}/work"]),
 }
 
 

@@ -3,9 +3,11 @@
 ``sciml learn`` (:mod:`sciml.commands.learn`) runs :class:`ActiveLearning`; see ``docs/active.md``.
 """
 
+from sciml.active.dft import DFTLevel, PySCFCalculator, pyscf_dft
 from sciml.active.exploration import Candidate, Exploration, ExplorationSettings, explore, select_frames
+from sciml.active.label_cache import LabelCache
 from sciml.active.loop import ActiveLearning, LearningSettings
-from sciml.active.oracles import Oracle, OracleFailure, PySCFCalculator, gfn2_xtb, oracle_by_name, pyscf_dft
+from sciml.active.oracles import Oracle, OracleFailure, gfn2_xtb, oracle_by_name
 from sciml.active.store import LabelStore
 from sciml.active.structures import conformers_from_smiles, molecule_from_smiles, rattled_copies, read_structure
 from sciml.active.training import TrainingSettings, train_round
@@ -20,6 +22,8 @@ __all__ = [
     "Oracle",
     "OracleFailure",
     "PySCFCalculator",
+    "DFTLevel",
+    "LabelCache",
     "TrainingSettings",
     "conformers_from_smiles",
     "explore",

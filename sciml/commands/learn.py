@@ -17,14 +17,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import sys
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from functools import partial
 from pathlib import Path
 
 import yaml
 from tqdm import tqdm
 
 from sciml.active.exploration import ExplorationSettings
+from sciml.active.label_cache import LabelCache
+from sciml.active.labelling import Labeller
 from sciml.active.loop import LearningSettings
 from sciml.active.training import COMMITTEE_DATA, UNCERTAINTIES, TrainingSettings
 from sciml.commands.options import add_index, add_renamed, renamed_config_keys
@@ -58,6 +63,14 @@ def add_learning_arguments(parser: argparse.ArgumentParser) -> None:
     oracle.add_argument("--basis", default="def2-SVP", help="pyscf: basis set")
     oracle.add_argument("--charge", type=int, default=0, help="pyscf: total charge")
     oracle.add_argument("--spin", type=int, default=0, help="pyscf: 2S (unpaired electrons)")
+    oracle.add_argument("--dispersion", default="none", choices=("none", "d3bj", "d4"),
+                        help="pyscf: Grimme's dispersion correction (pyscf-dispersion)")  # fmt: skip
+    oracle.add_argument("--density-fit", action=argparse.BooleanOptionalAction, default=True,
+                        help="pyscf: density fitting of the two-electron integrals")  # fmt: skip
+    oracle.add_argument("--label-cache", help="folder of oracle labels keyed by geometry and level, shared by runs: "
+                        "a frame labelled before at the same level is read, not computed")  # fmt: skip
+    oracle.add_argument("--label-workers", type=int, default=0,
+                        help="label a round's picks in this many worker processes (0: one by one, here)")  # fmt: skip
     md = parser.add_argument_group("exploration (ML Langevin MD)")
     defaults = ExplorationSettings()
     md.add_argument("--temperature", type=float, default=defaults.temperature, help="K: the target")
@@ -157,8 +170,12 @@ def learning_loop(options: argparse.Namespace, directory: str | Path | None = No
         from sciml.active import ActiveLearning, oracle_by_name
         from sciml.active.structures import conformers_from_smiles, read_structure
 
-        oracle_options = {"xc": options.xc, "basis": options.basis, "charge": options.charge, "spin": options.spin}
+        oracle_options = {"xc": options.xc, "basis": options.basis, "charge": options.charge, "spin": options.spin,
+                          "dispersion": None if options.dispersion == "none" else options.dispersion,
+                          "density_fit": options.density_fit}  # fmt: skip
         oracle = oracle_by_name(options.oracle, **(oracle_options if options.oracle == "pyscf" else {}))
+        if options.label_cache:
+            oracle.cache = LabelCache(options.label_cache)
         dataset = None
         if options.smiles:
             starts = conformers_from_smiles(options.smiles, options.conformers, options.seed)
@@ -196,5 +213,9 @@ def learning_loop(options: argparse.Namespace, directory: str | Path | None = No
         if step % 20 == 0:
             bar.set_postfix_str(f"σ_F,max {uncertainty:.3f} eV/Å")
 
-    loop = ActiveLearning(directory or options.output, oracle, settings, report=tqdm.write, on_md_step=on_md_step)
+    # spawned workers: a fork of a process whose OpenMP runtime has run (PySCF, torch) can hang in the child
+    spawn = multiprocessing.get_context("spawn")
+    executor = ProcessPoolExecutor(options.label_workers, mp_context=spawn) if options.label_workers > 0 else None
+    loop = ActiveLearning(directory or options.output, oracle, settings, report=tqdm.write, on_md_step=on_md_step,
+                          labeller=partial(Labeller, executor=executor))  # fmt: skip
     return loop, starts, dataset, bar

@@ -16,7 +16,7 @@ from sciml.active import (
     pyscf_dft,
     rattled_copies,
 )
-from sciml.active.oracles import PySCFCalculator
+from sciml.active.dft import PySCFCalculator
 
 WATER = Atoms("OH2", positions=[[0.0, 0.0, 0.0], [0.97, 0.0, 0.0], [-0.25, 0.93, 0.0]])
 

@@ -1,0 +1,160 @@
+"""The DFT oracle at its best (density fitting, the nearest frame's density as the guess, dispersion), the label
+cache and labelling on an executor: each gives the label the plain call gives, within the stated tolerance."""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+
+import numpy as np
+import pytest
+from ase import Atoms, units
+
+from sciml.active import DFTLevel, LabelCache, LabelStore, Oracle, OracleFailure, gfn2_xtb, pyscf_dft
+from sciml.active.dft import PySCFCalculator
+from sciml.active.labelling import Labeller
+from sciml.active.picks import Pick
+from sciml.active.state import RunState
+
+pytest.importorskip("pyscf")
+WATER = Atoms("OH2", positions=[[0.0, 0.0, 0.0], [0.97, 0.0, 0.0], [-0.25, 0.93, 0.0]])
+HARTREE = units.Hartree
+
+
+def labelled(calculator: PySCFCalculator, atoms: Atoms) -> tuple[float, np.ndarray]:
+    atoms = atoms.copy()
+    atoms.calc = calculator
+    return atoms.get_potential_energy(), atoms.get_forces()
+
+
+def minus_gradient(level: DFTLevel, atoms: Atoms, atom: int, axis: int, step: float = 1e-3) -> float:
+    energies = []
+    for sign in (1, -1):
+        displaced = atoms.copy()
+        displaced.positions[atom, axis] += sign * step
+        energies.append(labelled(PySCFCalculator(level, reuse_density=False), displaced)[0])
+    return -(energies[0] - energies[1]) / (2 * step)
+
+
+def test_density_fitting_moves_the_energy_by_about_1e_4_hartree_and_its_forces_are_its_gradient():
+    fitted, exact = DFTLevel(), DFTLevel(density_fit=False)
+    energy_fitted, forces_fitted = labelled(PySCFCalculator(fitted), WATER)
+    energy_exact, forces_exact = labelled(PySCFCalculator(exact), WATER)
+    assert abs(energy_fitted - energy_exact) / HARTREE < 1e-3  # the fit's error, not a different method
+    assert abs(energy_fitted - energy_exact) / HARTREE > 1e-7  # the fit is really used
+    assert np.abs(forces_fitted - forces_exact).max() < 5e-3  # eV/Å
+    # the fitted forces are the fitted energy's own gradient (5 meV/Å: the grid's noise)
+    assert forces_fitted[1, 0] == pytest.approx(minus_gradient(fitted, WATER, 1, 0), abs=5e-3)
+    assert fitted.name == "PySCF PBE/def2-SVP (density fitting)" and exact.name == "PySCF PBE/def2-SVP"
+
+
+def test_the_nearest_frames_density_as_guess_saves_cycles_and_changes_nothing():
+    moved = WATER.copy()
+    moved.positions[1, 0] += 0.03
+    calculator = PySCFCalculator(DFTLevel())
+    labelled(calculator, WATER)
+    assert calculator.results["guess"] == "minao"
+    energy, forces = labelled(calculator, moved)
+    assert calculator.results["guess"] == "nearest frame"
+    guessed_cycles = calculator.results["scf_cycles"]
+    fresh = PySCFCalculator(DFTLevel(), reuse_density=False)
+    fresh_energy, fresh_forces = labelled(fresh, moved)
+    assert guessed_cycles < fresh.results["scf_cycles"]
+    assert abs(energy - fresh_energy) / HARTREE < 1e-8  # conv_tol 1e-9 Ha
+    assert np.abs(forces - fresh_forces).max() < 1e-4
+    other = Atoms("NH3", positions=[[0, 0, 0], [1.0, 0, 0], [0, 1.0, 0], [0, 0, 1.0]])
+    assert calculator.nearest_density(other) is None  # other atoms: no guess
+
+
+def test_d3bj_dispersion_is_in_the_energy_and_in_its_gradient():
+    pytest.importorskip("pyscf.dispersion")
+    level = DFTLevel(dispersion="d3bj")
+    energy, forces = labelled(PySCFCalculator(level), WATER)
+    plain, _ = labelled(PySCFCalculator(DFTLevel()), WATER)
+    from pyscf import gto
+    from pyscf.dispersion import dftd3
+
+    molecule = gto.M(atom=[(s, tuple(p)) for s, p in zip(WATER.get_chemical_symbols(), WATER.positions, strict=True)],
+                     basis="def2-SVP", unit="Angstrom", verbose=0)  # fmt: skip
+    d3 = dftd3.DFTD3Dispersion(molecule, xc="PBE", version="d3bj").get_dispersion()["energy"]
+    assert (energy - plain) / HARTREE == pytest.approx(d3, abs=1e-8) and d3 < 0
+    assert forces[1, 0] == pytest.approx(minus_gradient(level, WATER, 1, 0), abs=5e-3)
+    assert level.name == "PySCF PBE-D3(BJ)/def2-SVP (density fitting)"
+    with pytest.raises(ValueError, match="dispersion must be one of"):
+        DFTLevel(dispersion="d2")
+
+
+class Counting:
+    """A factory of GFN2-xTB calculators that counts the calculations."""
+
+    calls = 0
+
+    def __call__(self):
+        from tblite.ase import TBLite
+
+        Counting.calls += 1
+        return TBLite(method="GFN2-xTB", verbosity=0)
+
+
+def test_the_label_cache_returns_a_label_at_the_same_geometry_and_level_only(tmp_path):
+    pytest.importorskip("tblite")
+    cache = LabelCache(tmp_path / "cache")
+    oracle = Oracle("GFN2-xTB", Counting(), fresh=True, cache=cache)
+    Counting.calls = 0
+    first = oracle.label(WATER)
+    again = Oracle("GFN2-xTB", Counting(), fresh=True, cache=LabelCache(tmp_path / "cache")).label(WATER.copy())
+    assert Counting.calls == 1 and len(cache) == 1  # another oracle, another run: read back
+    assert again.get_potential_energy() == first.get_potential_energy()
+    assert np.array_equal(again.get_forces(), first.get_forces())
+    moved = WATER.copy()
+    moved.positions[0, 2] += 1e-4
+    oracle.label(moved)
+    Oracle("GFN2-xTB, tight", Counting(), fresh=True, cache=cache).label(WATER)  # another level
+    assert Counting.calls == 3 and len(cache) == 3
+    broken = cache.path(WATER, "GFN2-xTB")
+    broken.write_bytes(b"not a label")
+    with pytest.raises(ValueError, match="label cache file .* does not read"):
+        oracle.label(WATER)
+
+
+def test_labels_on_a_process_pool_enter_the_store_in_the_picks_order_with_failures_recorded(tmp_path):
+    pytest.importorskip("tblite")
+    store = LabelStore(tmp_path / "run")
+    state = RunState.load(tmp_path / "run" / "state.json", "test", "GFN2-xTB")
+    rng = np.random.default_rng(0)
+    picks = []
+    for index in range(5):
+        atoms = WATER.copy()
+        atoms.positions += rng.normal(0, 0.05, atoms.positions.shape)
+        picks.append(Pick(f"pick-{index}", atoms, 0.1 * index, "test"))
+    fused = WATER.copy()
+    fused.positions[1] = fused.positions[0]  # two atoms on one point: the oracle fails
+    picks.insert(2, Pick("fused", fused, math.nan, "test"))
+    lines = []
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as executor:
+        Labeller(gfn2_xtb(), store, state, lines.append, executor).label(picks, 1)
+    assert [r.key for r in store.labelled_records] == [f"pick-{i}" for i in range(5)]
+    assert [r.key for r in store.failed_records] == ["fused"] and "oracle failed on fused" in lines[0]
+    alone = gfn2_xtb().label(picks[3].atoms)
+    assert store.labelled[2].get_potential_energy() == pytest.approx(alone.get_potential_energy(), abs=1e-8)
+    assert state.seconds["oracle"] > 0
+
+
+def test_an_unconverged_density_fitted_scf_is_a_failure():
+    with pytest.raises(OracleFailure, match="SCF not converged in 2 cycles"):
+        pyscf_dft(max_cycle=2).label(WATER)
+
+
+def test_sciml_learn_passes_the_dft_level_the_label_cache_and_the_workers_on(tmp_path):
+    from sciml.commands.learn import learning_loop, parse
+
+    options = parse(["--smiles", "O", "--oracle", "pyscf", "--dispersion", "d4", "--no-density-fit",
+                     "--label-cache", str(tmp_path / "cache"), "--label-workers", "2",
+                     "--output", str(tmp_path / "run"), "--no-progress"])  # fmt: skip
+    loop, starts, _, bar = learning_loop(options)
+    bar.close()
+    assert loop.oracle.name == "PySCF PBE-D4/def2-SVP" and loop.oracle.cache.directory == tmp_path / "cache"
+    assert isinstance(loop.labeller.executor, ProcessPoolExecutor)
+    loop.labeller.executor.shutdown()
+    assert starts[0].get_chemical_formula() == "H2O"
