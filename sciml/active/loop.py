@@ -139,17 +139,27 @@ class ActiveLearning:
         self.planner = planner(settings, self.state, self.store, report)
 
     # --- the loop ----------------------------------------------------------------------------------------
-    def run(self, start: Atoms | Sequence[Atoms], dataset: list[Atoms] | None = None) -> Path:
-        """Learn from ``start`` (the MD start structure, or several of the same atoms: conformers) and, when
-        given, the labelled ``dataset`` (the seed set instead of rattled copies); returns the final model
-        checkpoint."""
+    def run(
+        self,
+        start: Atoms | Sequence[Atoms],
+        dataset: list[Atoms] | None = None,
+        seeds: Sequence[Atoms] | None = None,
+        initial: Path | None = None,
+    ) -> Path:
+        """Learn from ``start`` (the MD start structure, or several of the same atoms: conformers); returns the
+        final model checkpoint. The seed set is the labelled ``dataset``, or ``seeds`` (frames the oracle
+        labels, e.g. chosen from a cheaper level's run), or else rattled copies of the starts. ``initial``: a
+        model checkpoint the first training continues from (``training.epochs`` of it: fine-tuning, e.g. a
+        GFN2-xTB model on DFT labels), instead of a new model."""
+        if dataset is not None and seeds is not None:
+            raise ValueError("give a labelled dataset or seed frames to label, not both")
         if self.settings.rounds < 0:
             raise ValueError(f"rounds is {self.settings.rounds}: give 0 (train on the seed set only) or more")
         if self.settings.rounds == 0 and not self.settings.training.final_epochs:
             raise ValueError("rounds 0 and final_epochs 0 train no model: give rounds >= 1 or final_epochs >= 1")
         starts = start_structures(start)
-        self._seed(starts, dataset)
-        previous, state = None, self.state
+        self._seed(starts, dataset, seeds)
+        previous, state = initial, self.state
         for round in range(1, self.settings.rounds + 1):
             checkpoint = self.directory / f"round{round}" / "model.ckpt"
             if round > 1 and not checkpoint.exists() and not self.planner.round_fits(round, len(starts)):
@@ -157,8 +167,9 @@ class ActiveLearning:
             record = state.round_record(round)
             if not checkpoint.exists():
                 self.report(f"round {round}: training on {len(self.store.labelled)} labelled frames")
+                epochs = self.settings.training.epochs if round == 1 else None  # a fine-tuning: as round 1
                 state.timed("training", self.trainer, self.store.labelled, checkpoint.parent,
-                            self.settings.training, round, previous and self.models(previous))  # fmt: skip
+                            self.settings.training, round, previous and self.models(previous), epochs)  # fmt: skip
             previous = checkpoint
             if record.frames_trained is None:
                 record.frames_trained = len(self.store.labelled)
@@ -297,7 +308,11 @@ class ActiveLearning:
         )
         return calibrated
 
-    def _seed(self, starts: list[Atoms], dataset: list[Atoms] | None) -> None:
+    def _seed(self, starts: list[Atoms], dataset: list[Atoms] | None, seeds: Sequence[Atoms] | None) -> None:
+        if seeds is not None:
+            given = [Pick(f"seed-frame{k}", atoms, math.nan, f"seed: given frame {k}") for k, atoms in enumerate(seeds)]
+            self.labeller.label(given, 0)  # those the store holds are skipped
+            return
         if dataset is not None:
             for index, frame in enumerate(dataset):
                 if f"dataset-{index}" not in self.store.keys:

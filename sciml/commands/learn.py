@@ -63,6 +63,9 @@ def add_learning_arguments(parser: argparse.ArgumentParser) -> None:
     oracle.add_argument("--basis", default="def2-SVP", help="pyscf: basis set")
     oracle.add_argument("--charge", type=int, default=0, help="pyscf: total charge")
     oracle.add_argument("--spin", type=int, default=0, help="pyscf: 2S (unpaired electrons)")
+    oracle.add_argument("--pretrain", choices=("gfn2-xtb",),
+                        help="learn with this cheap oracle first (in <output>/pretrain), then with --oracle from "
+                             "its model and frames: the expensive labels only where its model needs them")  # fmt: skip
     oracle.add_argument("--dispersion", default="none", choices=("none", "d3bj", "d4"),
                         help="pyscf: Grimme's dispersion correction (pyscf-dispersion)")  # fmt: skip
     oracle.add_argument("--density-fit", action=argparse.BooleanOptionalAction, default=True,
@@ -155,6 +158,8 @@ def parse(args: list[str], build: Callable[[], argparse.ArgumentParser] = parser
 
 def main(args: list[str]) -> dict:
     options = parse(args)
+    if options.pretrain:
+        return two_levels(options)
     loop, starts, dataset, bar = learning_loop(options)
     loop.run(starts, dataset)
     bar.close()
@@ -163,35 +168,71 @@ def main(args: list[str]) -> dict:
     return summary
 
 
-def learning_loop(options: argparse.Namespace, directory: str | Path | None = None) -> tuple:
-    """``(ActiveLearning, start structures, dataset or None, progress bar)`` from the parsed options; the loop
-    runs in ``directory`` (default ``options.output``)."""
+def two_levels(options: argparse.Namespace) -> dict:
+    """``--pretrain``: learn with the cheap oracle in ``<output>/pretrain``, then with ``--oracle`` in
+    ``<output>`` from its model and frames (:mod:`sciml.active.two_level`); returns ``two_level.json``."""
+    from sciml.active.two_level import learn_on_two_levels
+
+    starts, dataset, _ = start_of(options)
+    if dataset is not None:
+        sys.exit("sciml: --pretrain explores from a structure: give --smiles or --structure, not --dataset")
+    bars = []
+
+    def loop_with(oracle: str) -> Callable[[Path], object]:
+        def build(folder: Path):
+            loop, _, _, bar = learning_loop(options, folder, oracle)
+            bars.append(bar)
+            return loop
+
+        return build
+
+    learn_on_two_levels(options.output, loop_with(options.pretrain), loop_with(options.oracle), starts, tqdm.write)
+    for bar in bars:
+        bar.close()
+    summary = json.loads((Path(options.output) / "two_level.json").read_text())
+    (Path(options.output) / "summary.json").write_text(json.dumps(summary, indent=1))
+    return summary
+
+
+def start_of(options: argparse.Namespace) -> tuple[list, list | None, str]:
+    """``(start structures, dataset or None, source)`` of the run the options describe."""
     try:
-        from sciml.active import ActiveLearning, oracle_by_name
         from sciml.active.structures import conformers_from_smiles, read_structure
 
-        oracle_options = {"xc": options.xc, "basis": options.basis, "charge": options.charge, "spin": options.spin,
-                          "dispersion": None if options.dispersion == "none" else options.dispersion,
-                          "density_fit": options.density_fit}  # fmt: skip
-        oracle = oracle_by_name(options.oracle, **(oracle_options if options.oracle == "pyscf" else {}))
-        if options.label_cache:
-            oracle.cache = LabelCache(options.label_cache)
-        dataset = None
         if options.smiles:
             starts = conformers_from_smiles(options.smiles, options.conformers, options.seed)
             source = f"smiles:{options.smiles}"
             if options.conformers > 1:  # a run from one start keeps its source: it resumes as before
                 source += f" conformers:{options.conformers}"
-        elif options.structure:
-            starts = [read_structure(options.structure, options.index)]
-            source = f"structure:{options.structure}"
-        else:
-            import ase.io
+            return starts, None, source
+        if options.structure:
+            return [read_structure(options.structure, options.index)], None, f"structure:{options.structure}"
+        import ase.io
 
-            dataset, source = ase.io.read(options.dataset, index=":"), f"dataset:{options.dataset}"
-            starts = [read_structure(options.dataset, 0)]
+        dataset = ase.io.read(options.dataset, index=":")
+        return [read_structure(options.dataset, 0)], dataset, f"dataset:{options.dataset}"
     except ImportError as error:
         sys.exit(f"sciml: {error}")
+
+
+def learning_loop(
+    options: argparse.Namespace, directory: str | Path | None = None, oracle_name: str | None = None
+) -> tuple:
+    """``(ActiveLearning, start structures, dataset or None, progress bar)`` from the parsed options; the loop
+    runs in ``directory`` (default ``options.output``) with the oracle ``oracle_name`` (default ``--oracle``)."""
+    try:
+        from sciml.active import ActiveLearning, oracle_by_name
+
+        oracle_name = oracle_name or options.oracle
+        oracle_options = {"xc": options.xc, "basis": options.basis, "charge": options.charge, "spin": options.spin,
+                          "dispersion": None if options.dispersion == "none" else options.dispersion,
+                          "density_fit": options.density_fit}  # fmt: skip
+        oracle = oracle_by_name(oracle_name, **(oracle_options if oracle_name == "pyscf" else {}))
+    except ImportError as error:
+        sys.exit(f"sciml: {error}")
+    if options.label_cache:
+        oracle.cache = LabelCache(options.label_cache)
+    starts, dataset, source = start_of(options)
     exploration = ExplorationSettings(options.temperature, options.start_temperature, options.ramp_ps, options.hold_ps,
                                       options.timestep, options.friction, options.threshold, options.stop_factor,
                                       options.patience_fs, cap=options.cap, spacing_fs=options.spacing_fs,

@@ -3,6 +3,7 @@ cache and labelling on an executor: each gives the label the plain call gives, w
 
 from __future__ import annotations
 
+import json
 import math
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
@@ -158,3 +159,92 @@ def test_sciml_learn_passes_the_dft_level_the_label_cache_and_the_workers_on(tmp
     assert isinstance(loop.labeller.executor, ProcessPoolExecutor)
     loop.labeller.executor.shutdown()
     assert starts[0].get_chemical_formula() == "H2O"
+
+
+class ShiftedXTB(Oracle):
+    """An 'expensive level' for the test: GFN2-xTB with its energy shifted by 0.5 eV per atom (another
+    reference, as DFT's is) and its calls counted."""
+
+    def __init__(self) -> None:
+        xtb = gfn2_xtb()
+        super().__init__("shifted GFN2-xTB", xtb.factory)
+        self.calls = 0
+
+    def compute(self, atoms: Atoms) -> Atoms:
+        self.calls += 1
+        from ase.calculators.singlepoint import SinglePointCalculator
+
+        labelled = super().compute(atoms)
+        energy, forces = labelled.get_potential_energy() + 0.5 * len(atoms), labelled.get_forces()
+        labelled.calc = SinglePointCalculator(labelled, energy=energy, forces=forces)
+        return labelled
+
+
+def test_two_levels_fine_tune_the_cheap_levels_model_on_frames_spread_over_its_store(tmp_path):
+    """Level 2 seeds from level 1's store (farthest-point spread, no rattled copies), its round 1 continues
+    level 1's final model, and two_level.json has both levels' oracle calls and clocks."""
+    pytest.importorskip("tblite")
+    from sciml.active import ActiveLearning
+    from sciml.active.training import train_round
+    from sciml.active.two_level import learn_on_two_levels, spread_frames
+    from tests.active.test_loop import tiny_settings
+
+    given = []
+
+    def trainer(frames, directory, settings, round, previous=None, epochs=None, max_seconds=None):
+        given.append((directory.parent.name, directory.name, previous is not None, epochs))
+        return train_round(frames, directory, settings, round, previous, epochs, max_seconds)
+
+    expensive = ShiftedXTB()
+    settings = tiny_settings(rounds=1, uncertainty="last-layer")
+    settings.seed_frames = 4
+    model = learn_on_two_levels(
+        tmp_path,
+        lambda folder: ActiveLearning(folder, gfn2_xtb(), tiny_settings(rounds=1, uncertainty="last-layer"),
+                                      report=lambda line: None, trainer=trainer),
+        lambda folder: ActiveLearning(folder, expensive, settings, report=lambda line: None, trainer=trainer),
+        WATER, report=lambda line: None,
+    )  # fmt: skip
+    assert model == tmp_path / "model.ckpt" and (tmp_path / "pretrain" / "model.ckpt").exists()
+    cheap_store, store = LabelStore(tmp_path / "pretrain"), LabelStore(tmp_path)
+    seeds = [frame for frame, record in zip(store.labelled, store.labelled_records, strict=True) if record.round == 0]
+    assert [r.key for r in store.labelled_records[:4]] == [f"seed-frame{k}" for k in range(4)]
+    chosen = spread_frames(cheap_store.labelled, 4)
+    assert len(set(chosen)) == 4
+    for seed, index in zip(seeds, chosen, strict=True):  # the cheap level's frames, relabelled
+        assert np.allclose(seed.positions, cheap_store.labelled[index].positions)
+        assert seed.get_potential_energy() != pytest.approx(cheap_store.labelled[index].get_potential_energy())
+    # level 1 trains anew in round 1; level 2's round 1 continues level 1's final model, with round 1's epochs
+    assert given[0] == ("pretrain", "round1", False, 2) and (tmp_path.name, "round1", True, 2) in given
+    record = json.loads((tmp_path / "two_level.json").read_text())
+    assert [level["oracle"] for level in record["levels"]] == ["GFN2-xTB", "shifted GFN2-xTB"]
+    assert record["levels"][1]["oracle_calls"] == expensive.calls == 4 + 3  # the seeds and round 1's cap
+    assert record["levels"][0]["seconds"]["training"] > 0
+
+
+def test_spread_frames_starts_at_the_lowest_energy_and_takes_the_farthest_next():
+    from ase.calculators.singlepoint import SinglePointCalculator
+
+    from sciml.active.two_level import spread_frames
+
+    frames = []
+    for stretch, energy in ((0.0, 1.0), (0.01, 0.0), (0.3, 2.0), (0.02, 3.0)):
+        frame = WATER.copy()
+        frame.positions[1, 0] += stretch
+        frame.calc = SinglePointCalculator(frame, energy=energy)
+        frames.append(frame)
+    assert spread_frames(frames, 2) == [1, 2] and spread_frames(frames, 9) == [0, 1, 2, 3]
+
+
+def test_sciml_learn_pretrain_runs_both_levels_and_reports_the_split(tmp_path):
+    pytest.importorskip("tblite")
+    from sciml.commands.learn import main
+
+    summary = main(["--smiles", "O", "--pretrain", "gfn2-xtb", "--oracle", "gfn2-xtb", "--rounds", "1",
+                    "--seed-frames", "4", "--epochs", "1", "--epochs-per-round", "1", "--final-epochs", "1",
+                    "--ramp-ps", "0.005", "--hold-ps", "0.005", "--threshold", "1e-4", "--cap", "2",
+                    "--confirmations", "0", "--calibration-frames", "0", "--no-progress",
+                    "--output", str(tmp_path)])  # fmt: skip
+    assert summary["model"] == str(tmp_path / "model.ckpt") and (tmp_path / "pretrain" / "model.ckpt").exists()
+    assert [level["oracle_calls"] for level in summary["levels"]] == [4 + 1, 4 + 1]  # seeds, one pick (spacing)
+    assert json.loads((tmp_path / "summary.json").read_text()) == summary
