@@ -74,6 +74,13 @@ def test_an_option_in_several_subcommands_means_the_same_thing_in_each():
     assert {"--dtype", "--index", "--lag", "--timestep", "--interval", "--output", "--seed"} <= shared
     dtype = {kind for _, kind in seen["--dtype"]}
     assert {kind[-1] for kind in dtype} == {"'float32'"}  # one precision by default, in every command
+    import inspect
+
+    from sciml.commands.options import DEFAULT_LAG
+    from sciml.training.kinetics import molecular_kinetics
+
+    # the Python function's lag is the commands' lag
+    assert inspect.signature(molecular_kinetics).parameters["lag"].default == DEFAULT_LAG
 
 
 @pytest.mark.parametrize(

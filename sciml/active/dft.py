@@ -2,9 +2,9 @@
 nearest frame already labelled as the initial guess, analytic gradients, and an optional dispersion correction.
 
 - **Density fitting** (``density_fit``, on by default): the Coulomb and exchange integrals through an auxiliary
-  basis (PySCF's default JK-fit basis for the orbital basis). It moves energies by about 1e-4 Ha against the
-  four-centre integrals, the same for every frame of one setting: a store holds one :class:`DFTLevel`, named in
-  its oracle field, so no two settings are mixed.
+  basis (PySCF's default JK-fit basis for the orbital basis). It moves energies against the four-centre
+  integrals by a nearly constant offset (the measured differences are in ``benchmarks/results/dft_oracle.md``);
+  a store holds one :class:`DFTLevel`, named in its oracle field, so no two settings are mixed.
 - **Initial guess** (``reuse_density``): the SCF starts from the converged density matrix of the frame labelled
   before whose positions are nearest (RMS displacement, same atoms in the same order), instead of a
   superposition of atomic densities. Frames an MD run picks lie close together, so fewer SCF cycles are needed;

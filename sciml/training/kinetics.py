@@ -35,7 +35,7 @@ def molecular_kinetics(
     paths: str | Path | Sequence[str | Path],
     out: str | Path = "kinetics",
     time_step: float | None = None,
-    lag: int = 2,
+    lag: int = 10,
     lags: Sequence[int] | None = None,
     n_states: int = 2,
     checkpoint: str | Path | None = None,
