@@ -173,14 +173,15 @@ def two_levels(options: argparse.Namespace) -> dict:
     ``<output>`` from its model and frames (:mod:`sciml.active.two_level`); returns ``two_level.json``."""
     from sciml.active.two_level import learn_on_two_levels
 
-    starts, dataset, _ = start_of(options)
+    started = start_of(options)  # the starts of both levels, built once (RDKit's conformers for a SMILES)
+    starts, dataset, _ = started
     if dataset is not None:
         sys.exit("sciml: --pretrain explores from a structure: give --smiles or --structure, not --dataset")
     bars = []
 
     def loop_with(oracle: str) -> Callable[[Path], object]:
         def build(folder: Path):
-            loop, _, _, bar = learning_loop(options, folder, oracle)
+            loop, _, _, bar = learning_loop(options, folder, oracle, started)
             bars.append(bar)
             return loop
 
@@ -216,10 +217,14 @@ def start_of(options: argparse.Namespace) -> tuple[list, list | None, str]:
 
 
 def learning_loop(
-    options: argparse.Namespace, directory: str | Path | None = None, oracle_name: str | None = None
+    options: argparse.Namespace,
+    directory: str | Path | None = None,
+    oracle_name: str | None = None,
+    started: tuple[list, list | None, str] | None = None,
 ) -> tuple:
     """``(ActiveLearning, start structures, dataset or None, progress bar)`` from the parsed options; the loop
-    runs in ``directory`` (default ``options.output``) with the oracle ``oracle_name`` (default ``--oracle``)."""
+    runs in ``directory`` (default ``options.output``) with the oracle ``oracle_name`` (default ``--oracle``),
+    from ``started`` (what :func:`start_of` returned, when the caller has it already)."""
     try:
         from sciml.active import ActiveLearning, oracle_by_name
 
@@ -232,7 +237,7 @@ def learning_loop(
         sys.exit(f"sciml: {error}")
     if options.label_cache:
         oracle.cache = LabelCache(options.label_cache)
-    starts, dataset, source = start_of(options)
+    starts, dataset, source = started or start_of(options)
     exploration = ExplorationSettings(options.temperature, options.start_temperature, options.ramp_ps, options.hold_ps,
                                       options.timestep, options.friction, options.threshold, options.stop_factor,
                                       options.patience_fs, cap=options.cap, spacing_fs=options.spacing_fs,
