@@ -29,6 +29,7 @@ def make_case(op: str, method: str, n: int, device: str):
 
     from sciml.equivariant.graph import EdgeGraph
     from sciml.equivariant.operations import WeightedTensorProduct, edge_aggregate
+    from sciml.equivariant.tensor_product import Coupling
     from sciml.models.baselines.edge_convolution import to_e3nn
 
     generator = torch.Generator().manual_seed(0)
@@ -68,7 +69,9 @@ def make_case(op: str, method: str, n: int, device: str):
             product(flat_x[senders], edge_vectors).sum().backward()
 
         return run
-    module = WeightedTensorProduct(DEGREES, 1, DEGREES, CHANNELS, CHANNELS, backend=method).to(device)
+    module = WeightedTensorProduct(Coupling(DEGREES, 1, DEGREES, CHANNELS, CHANNELS, parity=False), backend=method).to(
+        device
+    )
 
     def run():
         module(x, position).sum().backward()

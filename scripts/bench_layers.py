@@ -42,6 +42,7 @@ def per_edge_bytes(lmax: int, order: int, channels: int, edges: int) -> int:
 
 def layer_case(method: str, lmax: int, order: int, neighbours: int, n: int, channels: int):
     """A closure running one forward + backward of the chosen convolution on a fresh random system."""
+    from sciml.equivariant.tensor_product import Coupling
     from sciml.models.baselines.edge_convolution import EdgeTensorProductConvolution
     from sciml.models.e2former.context import GraphContext
     from sciml.models.e2former.convolution import Wigner6jConvolution
@@ -55,10 +56,11 @@ def layer_case(method: str, lmax: int, order: int, neighbours: int, n: int, chan
     for tensor in geometry:
         tensor.requires_grad_()
     degrees = tuple(range(lmax + 1))
+    coupling = Coupling(degrees, order, degrees, channels, channels)
     if method == "e3nn":
-        layer = EdgeTensorProductConvolution(degrees, order, degrees, channels, channels)
+        layer = EdgeTensorProductConvolution(coupling)
     else:
-        layer = Wigner6jConvolution(degrees, order, degrees, channels, channels, dense=method == "matched")
+        layer = Wigner6jConvolution(coupling, dense=method == "matched")
     layer = layer.float()  # e3nn builds its module in float64
     values = torch.randn(context.image_atom.shape[0], (lmax + 1) ** 2, channels, requires_grad=True)
     alpha = torch.rand(context.distances.shape[0], channels, requires_grad=True)

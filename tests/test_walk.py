@@ -1,15 +1,16 @@
 """A walk down the house: every call from one sciml module into another during a real run, recorded with
 ``sys.setprofile``, goes down the floors of ``test_package.FLOORS`` or stays on one; it never climbs back, and
-the room that runs the walk (``active/loop.py`` for ``sciml learn``) is never re-entered from below. The ways
-up are a callable the caller was handed (a closure, lambda or generator expression: ``report``, ``on_step``,
-``on_md_step``) and the
-class a checkpoint names, built by the registry it registered with (``nn.checkpoint.build_module``; its
-``records_config`` decorator calls the ``__init__`` it wraps)."""
+the room that runs the walk (``active/loop.py`` for ``sciml learn``, ``pipelines/kinetics.py`` for ``sciml
+pipeline``) is never re-entered from below. The ways up are a callable the caller was handed (a closure, lambda
+or generator expression: ``report``, ``on_step``, ``on_md_step``), the class a checkpoint names, built by the
+registry it registered with (``nn.checkpoint.build_module``), and a decorator's wrapper calling the ``__init__``
+it wraps (``records_config``, ``renamed_arguments``)."""
 
 from __future__ import annotations
 
 import sys
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 from ase import Atoms
@@ -21,6 +22,7 @@ PACKAGE = ROOT / "sciml"
 FACTORIES = {
     ("nn/checkpoint.py", "build_module"),  # builds the class a checkpoint names, from its registry
     ("nn/checkpoint.py", "records_config.<locals>.wrapper"),  # the decorator calls the __init__ it decorates
+    ("_deprecation.py", "renamed_arguments.<locals>.decorate.<locals>.wrapper"),  # the same, for renamed arguments
 }
 WATER = Atoms("OH2", positions=[[0.0, 0.0, 0.0], [0.97, 0.0, 0.0], [-0.25, 0.93, 0.0]])
 
@@ -91,3 +93,28 @@ def test_a_learning_run_walks_down_the_house(tmp_path):
         assert expected in rooms, sorted(rooms)
     assert not walk.climbs(), walk.climbs()
     assert walk.entries("active/loop.py") <= {"active/__init__.py"}, walk.entries("active/loop.py")
+
+
+def test_a_pipeline_run_walks_down_the_house(tmp_path):
+    """``sciml pipeline``'s three stages: the potential (learnt before the walk; the walk resumes it), the
+    replicas' MD with it, and the Koopman kinetics of their production frames."""
+    from sciml.active import ActiveLearning, gfn2_xtb
+    from sciml.pipelines import SamplingSettings, structure_to_kinetics
+    from tests.active.test_loop import tiny_settings
+
+    settings = tiny_settings(rounds=0, uncertainty="last-layer")  # 16 frames, 40 epochs: water stays bound
+    settings = replace(settings, seed_frames=16, training=replace(settings.training, final_epochs=40))
+    loop = ActiveLearning(tmp_path / "learn", gfn2_xtb(), settings, report=lambda line: None)
+    loop.run(WATER)
+    sampling = SamplingSettings(replicas=2, production_ps=0.1, equilibration_ps=0.02, temperature=100,
+                                timestep=0.5, interval=2)  # fmt: skip
+    kinetics = {"lag": 2, "k": 2, "epochs": 1, "batch_size": 32, "samples": 5, "microstates": 8, "atoms": [0, 1, 2]}
+    with Walk() as walk:
+        record = structure_to_kinetics(tmp_path, loop, WATER, None, sampling, kinetics, report=lambda line: None)
+    assert record["report"] and (tmp_path / "kinetics" / "report.json").exists()
+    rooms = {callee for (_, _, callee, _) in walk.calls}
+    for expected in ("active/loop.py", "md/engine.py", "calculators/replicas.py", "training/kinetics.py",
+                     "koopman/states.py"):  # fmt: skip
+        assert expected in rooms, sorted(rooms)
+    assert not walk.climbs(), walk.climbs()
+    assert walk.entries("pipelines/kinetics.py") == set(), walk.entries("pipelines/kinetics.py")

@@ -8,9 +8,11 @@ from sciml.equivariant.operations import (
     cg_contract,
     edge_aggregate,
 )
+from sciml.equivariant.tensor_product import Coupling
 
 __all__ = [
     "ChannelMixing",
+    "Coupling",
     "DegreeLayout",
     "EdgeGraph",
     "WeightedTensorProduct",

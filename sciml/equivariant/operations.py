@@ -14,7 +14,7 @@ from torch import nn
 
 from sciml.equivariant.graph import EdgeGraph
 from sciml.equivariant.kernels import resolve_backend
-from sciml.equivariant.tensor_product import CGTable, MixingLayout, coupling_table
+from sciml.equivariant.tensor_product import CGTable, Coupling, MixingLayout
 
 
 def cg_contract(x: torch.Tensor, y: torch.Tensor, table: CGTable, backend: str = "reference") -> torch.Tensor:
@@ -131,27 +131,17 @@ class WeightedTensorProduct(KernelModule):
     """The weighted node product ("uvw"): [x ⊗ y^L]^J with learned channel mixing per path (a, L -> J).
 
     Args:
-        in_degrees: degrees of x (e.g. (0, 1, 2)). L: the degree of y (one channel, e.g. a solid harmonic).
-        out_degrees: output degrees. channels_in / channels_out: C and C'.
-        parity: keep only parity-allowed paths (O(3) for natural-parity x and y; see
-            :func:`~sciml.equivariant.tensor_product.parity_allowed`).
+        coupling: the degrees of x (e.g. (0, 1, 2)), the degree L of y (one channel, e.g. a solid harmonic),
+            the output degrees, the channels C -> C' and whether only parity-allowed paths are kept.
+        backend: kernel backend (see :mod:`sciml.equivariant.kernels`).
 
     Shape: x (N, dim(in_degrees), C), y (N, 2L + 1) or (N, 2L + 1, 1) -> (N, dim(out_degrees), C').
     """
 
-    def __init__(
-        self,
-        in_degrees: tuple[int, ...],
-        L: int,
-        out_degrees: tuple[int, ...],
-        channels_in: int,
-        channels_out: int,
-        backend: str = "auto",
-        parity: bool = False,
-    ) -> None:
+    def __init__(self, coupling: Coupling, backend: str = "auto") -> None:
         super().__init__(backend)
-        self.table, layout = coupling_table(tuple(in_degrees), L, tuple(out_degrees), parity)
-        self.mixing = ChannelMixing(layout, channels_in, channels_out)
+        self.table, layout = coupling.table()
+        self.mixing = ChannelMixing(layout, coupling.channels_in, coupling.channels_out)
 
     def tables(self) -> list[CGTable]:
         return [self.table]

@@ -133,6 +133,29 @@ def mixing_layout(
     return MixingLayout(tuple(out_degrees), paths, start, total)
 
 
+@dataclass(frozen=True)
+class Coupling:
+    """What one weighted product [x ⊗ y^L]^J couples: the degrees of x (``in_degrees``), the filter's degree
+    ``order`` (L), the ``out_degrees`` J, and the channels C (``channels_in``) -> C' (``channels_out``);
+    ``parity``: only the :func:`parity_allowed` paths (O(3) for natural-parity features), else every path
+    (SO(3))."""
+
+    in_degrees: tuple[int, ...]
+    order: int
+    out_degrees: tuple[int, ...]
+    channels_in: int
+    channels_out: int
+    parity: bool = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "in_degrees", tuple(self.in_degrees))
+        object.__setattr__(self, "out_degrees", tuple(self.out_degrees))
+
+    def table(self) -> tuple[CGTable, MixingLayout]:
+        """The :func:`coupling_table` of these paths."""
+        return coupling_table(self.in_degrees, self.order, self.out_degrees, self.parity)
+
+
 def coupling_table(
     in_degrees: tuple[int, ...], L: int, out_degrees: tuple[int, ...], parity: bool = False
 ) -> tuple[CGTable, MixingLayout]:

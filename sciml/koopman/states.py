@@ -128,6 +128,11 @@ def metastable_states(
     labels = [clustering.transform(c).astype(np.int32) for c in coordinates]
     msm = _msm(labels, lag)
     active = msm.count_model.state_symbols  # microstates of the largest connected set, in MSM order
+    if len(active) < n_states:
+        raise ValueError(f"the trajectories connect only {len(active)} of the {microstates} microstates at lag "
+                         f"{lag} (each visited once, or never returned to): too few to split into {n_states} "
+                         "states; the trajectories may not sample one stable molecule (longer runs, a shorter "
+                         "lag, or fewer states)")  # fmt: skip
     pcca = msm.pcca(n_states)
     rows = _rows(active, microstates)
     kept = [rows[labels_r] for labels_r in labels]

@@ -12,7 +12,7 @@ from sciml.equivariant import kernels
 from sciml.equivariant.graph import EdgeGraph
 from sciml.equivariant.kernels import build, ops
 from sciml.equivariant.operations import WeightedTensorProduct, cg_contract, edge_aggregate, edge_dot
-from sciml.equivariant.tensor_product import coupling_table, expansion_table
+from sciml.equivariant.tensor_product import Coupling, coupling_table, expansion_table
 
 TOL = 1e-12
 
@@ -155,8 +155,10 @@ def test_backend_selection(monkeypatch):
 
 def test_swapping_backend_keeps_state_dict():
     torch.manual_seed(0)
-    reference = WeightedTensorProduct((0, 1, 2), 1, (0, 1, 2), 4, 4, backend="reference").double()
-    compiled = WeightedTensorProduct((0, 1, 2), 1, (0, 1, 2), 4, 4, backend="cpu").double()
+    reference = WeightedTensorProduct(
+        Coupling((0, 1, 2), 1, (0, 1, 2), 4, 4, parity=False), backend="reference"
+    ).double()
+    compiled = WeightedTensorProduct(Coupling((0, 1, 2), 1, (0, 1, 2), 4, 4, parity=False), backend="cpu").double()
     assert reference.state_dict().keys() == compiled.state_dict().keys()
     compiled.load_state_dict(reference.state_dict())
     x, y = torch.randn(6, 9, 4, dtype=torch.float64), torch.randn(6, 3, dtype=torch.float64)

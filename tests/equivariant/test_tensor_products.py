@@ -10,7 +10,13 @@ from sciml.equivariant.kernels import resolve_backend
 from sciml.equivariant.layout import DegreeLayout
 from sciml.equivariant.operations import WeightedTensorProduct, cg_contract, edge_aggregate
 from sciml.equivariant.so3 import couple, random_rotation, solid_harmonics, wigner_d
-from sciml.equivariant.tensor_product import coupling_table, expansion_table, recoupled_blocks, recoupling_table
+from sciml.equivariant.tensor_product import (
+    Coupling,
+    coupling_table,
+    expansion_table,
+    recoupled_blocks,
+    recoupling_table,
+)
 
 DEGREES = (0, 1, 2)
 BACKENDS = ["reference", "cpu"]
@@ -83,7 +89,7 @@ def test_node_factorisation_equals_dense_edge_product(L, backend, parity):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_weighted_product_is_equivariant(backend):
     torch.manual_seed(0)
-    product = WeightedTensorProduct(DEGREES, 1, DEGREES, channels_in=4, channels_out=6, backend=backend).double()
+    product = WeightedTensorProduct(Coupling(DEGREES, 1, DEGREES, 4, 6, parity=False), backend=backend).double()
     x = torch.randn(10, 9, 4, dtype=torch.float64)
     r = torch.randn(10, 3, dtype=torch.float64)
     rotation = random_rotation(generator=torch.Generator().manual_seed(3))
@@ -98,7 +104,7 @@ def test_parity_allowed_paths_commute_with_inversion(parity):
     """Under inversion a natural-parity degree-l block picks up (-1)^l and P^1(-r) = -P^1(r). Only the
     parity-allowed product commutes with it; the full SO(3) product (1 ⊗ 1 -> 1 etc.) does not."""
     torch.manual_seed(0)
-    product = WeightedTensorProduct(DEGREES, 1, DEGREES, channels_in=4, channels_out=4, parity=parity).double()
+    product = WeightedTensorProduct(Coupling(DEGREES, 1, DEGREES, 4, 4, parity)).double()
     x = torch.randn(10, 9, 4, dtype=torch.float64)
     r = torch.randn(10, 3, dtype=torch.float64)
     signs = torch.tensor([(-1.0) ** l for l in DEGREES for _ in range(2 * l + 1)], dtype=torch.float64)[:, None]
@@ -140,7 +146,7 @@ def test_reset_parameters_redraws_the_equivariant_weights():
     from sciml.nn.so3_layers import EquivariantRMSNorm, SO3Linear
 
     torch.manual_seed(0)
-    for module in (WeightedTensorProduct(DEGREES, 1, DEGREES, 3, 3).mixing, SO3Linear(2, 3, 4)):
+    for module in (WeightedTensorProduct(Coupling(DEGREES, 1, DEGREES, 3, 3, parity=False)).mixing, SO3Linear(2, 3, 4)):
         before = [p.detach().clone() for p in module.parameters() if p.numel() > 4]
         module.reset_parameters()
         after = [p for p in module.parameters() if p.numel() > 4]

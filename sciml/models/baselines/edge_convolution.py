@@ -15,7 +15,7 @@ from torch import nn
 from sciml.equivariant.layout import DegreeLayout
 from sciml.equivariant.operations import ChannelMixing
 from sciml.equivariant.so3 import float64_default, solid_harmonics
-from sciml.equivariant.tensor_product import mixing_layout
+from sciml.equivariant.tensor_product import Coupling, mixing_layout
 from sciml.models.e2former.context import GraphContext
 
 
@@ -33,18 +33,11 @@ class EdgeTensorProductConvolution(nn.Module):
     Shape: values (S, dim(in), C), alpha (E, C) -> (N, dim(out), C_out).
     """
 
-    def __init__(
-        self,
-        in_degrees: tuple[int, ...],
-        order: int,
-        out_degrees: tuple[int, ...],
-        channels_in: int,
-        channels_out: int,
-        parity: bool = True,
-    ) -> None:
+    def __init__(self, coupling: Coupling) -> None:
         super().__init__()
-        self.in_degrees, self.order, self.channels = tuple(in_degrees), order, channels_in
-        self.layout = mixing_layout(self.in_degrees, order, tuple(out_degrees), parity)
+        order, parity, channels_in = coupling.order, coupling.parity, coupling.channels_in
+        self.in_degrees, self.order, self.channels = coupling.in_degrees, order, channels_in
+        self.layout = mixing_layout(self.in_degrees, order, coupling.out_degrees, parity)
 
         def irrep(l: int) -> tuple[int, int]:
             return (l, (-1) ** l if parity else 1)
@@ -65,7 +58,7 @@ class EdgeTensorProductConvolution(nn.Module):
                 irrep_normalization="component",
                 path_normalization="none",
             )
-        self.mixing = ChannelMixing(self.layout, channels_in, channels_out)
+        self.mixing = ChannelMixing(self.layout, channels_in, coupling.channels_out)
 
     def forward(self, values: torch.Tensor, alpha: torch.Tensor, context: GraphContext) -> torch.Tensor:
         graph = context.graph
@@ -104,14 +97,9 @@ def use_edge_convolutions(model: nn.Module) -> nn.Module:
 
     for name, child in list(model.named_children()):
         if isinstance(child, Wigner6jConvolution):
-            baseline = EdgeTensorProductConvolution(
-                child.in_degrees,
-                child.order,
-                child.out_degrees,
-                child.mixing.channels_in,
-                child.mixing.channels_out,
-                child.parity,
-            )
+            channels = (child.mixing.channels_in, child.mixing.channels_out)
+            coupling = Coupling(child.in_degrees, child.order, child.out_degrees, *channels, child.parity)
+            baseline = EdgeTensorProductConvolution(coupling)
             baseline.mixing = child.mixing
             reference = next(child.parameters())
             setattr(model, name, baseline.to(device=reference.device, dtype=reference.dtype))

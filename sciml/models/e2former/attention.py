@@ -9,6 +9,7 @@ from torch import nn
 
 from sciml.equivariant.layout import DegreeLayout
 from sciml.equivariant.operations import KernelModule, edge_dot
+from sciml.equivariant.tensor_product import Coupling
 from sciml.models.e2former.context import GraphContext
 from sciml.models.e2former.convolution import Wigner6jConvolution
 from sciml.models.e2former.edges import EdgeInputs, edge_network
@@ -43,8 +44,8 @@ class OrderBranch(nn.Module):
         self.radial = edge_network(edges.features, edges.hidden, width, edges.shared)
         self.value = SO3Linear(settings.lmax, settings.channels, width)
         degrees = DegreeLayout.up_to(settings.lmax).degrees
-        self.convolution = Wigner6jConvolution(degrees, order, degrees, width, width, settings.dense,
-                                               settings.backend, settings.parity)  # fmt: skip
+        coupling = Coupling(degrees, order, degrees, width, width, settings.parity)
+        self.convolution = Wigner6jConvolution(coupling, settings.dense, settings.backend)
 
     def forward(
         self, h: torch.Tensor, weights: torch.Tensor, edges: EdgeInputs | torch.Tensor, context: GraphContext

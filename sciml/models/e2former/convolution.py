@@ -16,7 +16,7 @@ from sciml.equivariant.operations import ChannelMixing, KernelModule, cg_contrac
 from sciml.equivariant.so3 import solid_harmonics
 from sciml.equivariant.tensor_product import (
     CGTable,
-    coupling_table,
+    Coupling,
     expansion_table,
     recoupled_blocks,
     recoupling_table,
@@ -25,30 +25,22 @@ from sciml.models.e2former.context import GraphContext
 
 
 class Wigner6jConvolution(KernelModule):
-    """Args: in_degrees / out_degrees: layouts of h and of the message; order: L; channels_in / channels_out;
-    dense: evaluate per edge; backend: kernel backend (see :mod:`sciml.equivariant.kernels`); parity: keep
-    only the paths a ⊗ L -> J with a + L + J even (natural-parity features in and out: O(3) equivariance).
+    """Args: coupling: the layouts of h (``in_degrees``) and of the message (``out_degrees``), the filter's
+    degree L (``order``), the channels and ``parity`` (only the paths a ⊗ L -> J with a + L + J even:
+    natural-parity features in and out, O(3) equivariance); dense: evaluate per edge; backend: kernel
+    backend (see :mod:`sciml.equivariant.kernels`).
 
     Shape: values (S, dim(in), C_in) at sender images, alpha (E, C_in) already divided by |r_ij|^L
     -> (N, dim(out), C_out).
     """
 
-    def __init__(
-        self,
-        in_degrees: tuple[int, ...],
-        order: int,
-        out_degrees: tuple[int, ...],
-        channels_in: int,
-        channels_out: int,
-        dense: bool = False,
-        backend: str = "auto",
-        parity: bool = True,
-    ) -> None:
+    def __init__(self, coupling: Coupling, dense: bool = False, backend: str = "auto") -> None:
         super().__init__(backend)
+        order, parity = coupling.order, coupling.parity
         self.order, self.dense, self.parity = order, dense, parity
-        self.in_degrees, self.out_degrees = tuple(in_degrees), tuple(out_degrees)
-        self.coupling, layout = coupling_table(self.in_degrees, order, self.out_degrees, parity)
-        self.mixing = ChannelMixing(layout, channels_in, channels_out)
+        self.in_degrees, self.out_degrees = coupling.in_degrees, coupling.out_degrees
+        self.coupling, layout = coupling.table()
+        self.mixing = ChannelMixing(layout, coupling.channels_in, coupling.channels_out)
         top = max(self.out_degrees)
         self.expansions, self.recouplings = [], []
         for b in range(order + 1):  # only the expansion blocks some output path needs
