@@ -119,3 +119,14 @@ def test_other_trajectories_are_measured_in_the_same_states():
     assert other.populations.lower[left] <= population + 0.01 and population - 0.01 <= other.populations.upper[left]
     assert other.mfpt.estimate[left, right] == pytest.approx(left_to_right, rel=0.15)
     assert other.mfpt.estimate[right, left] == pytest.approx(right_to_left, rel=0.15)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_trajectories_that_never_return_are_refused_plainly():
+    """A drift through space (what an unbound molecule's MD looks like) connects no microstates: the error says so
+    instead of deeptime's PCCA+ message."""
+    drifts = [torch.linspace(-2.0, 2.0, 400, dtype=torch.float64)[:, None] + shift for shift in (0.0, 0.01)]
+    estimator = KoopmanEstimator(Bins(edges=list(np.linspace(-1.6, 1.6, 40))))
+    estimator = fitted(estimator, TrajectoryFeatures(estimator, drifts).moments(5), 5)
+    with pytest.raises(ValueError, match=r"connect only 1 of the 20 microstates at lag 5.*split into 2 states"):
+        metastable_states(estimator, drifts, n_states=2, microstates=20, samples=5)
