@@ -5,6 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+# every calculator of the suite runs eager (each test's fresh random model would otherwise build its own
+# ahead-of-time program, ~75 s); tests/calculators/test_inference.py asks for the program explicitly
+os.environ.setdefault("SCIML_COMPILE", "0")
 if os.environ.get("PYTEST_XDIST_WORKER"):  # one of pytest -n N's workers: one thread each, subprocesses too
     for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[variable] = "1"

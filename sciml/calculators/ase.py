@@ -15,6 +15,7 @@ from torch import nn
 from torch_geometric.data import Data
 
 from sciml.calculators.checkpoint import load_model
+from sciml.calculators.inference import ModelInference, plan_inference
 from sciml.data.neighbours import radius_graph
 from sciml.equivariant.graph import grown_capacity
 from sciml.nn.compilation import compile_for_inference
@@ -50,9 +51,13 @@ class SciMLCalculator(Calculator):
             :class:`~sciml.uncertainty.UncertaintyModel`: a committee, a last-layer model); ``True``: require
             one (a clear error otherwise); ``False``: never report them. source: where ``model`` came from (a
             checkpoint path), named in errors.
-        compile: ``torch.compile`` of the layers of every E2Former in the model (a committee's members, the
-            model inside a last-layer uncertainty; :func:`~sciml.nn.compilation.compile_for_inference`); the
-            first call compiles, about a minute on a CPU.
+        compile: the inference path (:mod:`sciml.calculators.inference`): ``"auto"`` (default) the
+            ahead-of-time program of the model's energy and forces where it serves (built on the first call and
+            cached per model: about 100 s once for the medium model on 2 cores), else eager, the reason in
+            ``inference.plan.reason``; ``"aot"`` the same or an error; ``"layers"`` (or ``True``)
+            ``torch.compile`` of the layers of every E2Former in the model (a committee's members, the model
+            inside a last-layer uncertainty; :func:`~sciml.nn.compilation.compile_for_inference`); ``"eager"``
+            (or ``False``).
         static_shapes: fixed-capacity neighbour buffers: every pair within cutoff + skin is kept until the next
             rebuild (the model's smooth cutoff makes the ones beyond the cutoff contribute exactly nothing)
             and the list is padded to a capacity that only grows (``grown_capacity``) with pairs
@@ -78,7 +83,7 @@ class SciMLCalculator(Calculator):
         device: str = "cpu",
         dtype: str = "float32",
         skin: float = 0.5,
-        compile: bool = False,
+        compile: bool | str = "auto",
         static_shapes: bool = False,
         uncertainty: bool | None = None,
         source: str | None = None,
@@ -104,9 +109,11 @@ class SciMLCalculator(Calculator):
         self.rebuilds, self.static_shapes, self.edge_capacity = 0, bool(static_shapes), 0
         self._neighbours: dict | None = None
         self._list_on_cpu = False
-        if compile:
+        plan = plan_inference(self.model, compile, self.device)
+        if plan.mode == "layers":
             cuda_graphs = {"mode": "reduce-overhead"} if static_shapes and self.device.type == "cuda" else {}
             compile_for_inference(self.model, static_shapes=self.static_shapes, **cuda_graphs)
+        self.inference = ModelInference(self.model, self.potential, plan)
 
     @classmethod
     def from_checkpoint(
@@ -137,7 +144,7 @@ class SciMLCalculator(Calculator):
         if want_stress and not atoms.pbc.all():
             raise PropertyNotImplementedError("stress needs a cell periodic in all three directions")
         data = self._graph(atoms)
-        outputs = self.potential(data, forces=True, stress=bool(atoms.pbc.all()))
+        outputs = self.inference(data, stress=bool(atoms.pbc.all()))
         self.results["energy"] = self.results["free_energy"] = float(outputs["energy"][0].detach())
         self.results["energies"] = outputs["energies"].detach().cpu().double().numpy()
         self.results["forces"] = outputs["forces"].detach().cpu().double().numpy()

@@ -16,6 +16,7 @@ from torch import nn
 from torch_geometric.data import Data
 
 from sciml.calculators.ase import model_on
+from sciml.calculators.inference import ModelInference, plan_inference
 from sciml.data.neighbours import radius_graph
 from sciml.nn.compilation import compile_for_inference
 from sciml.uncertainty import has_uncertainty
@@ -31,8 +32,8 @@ class BatchedPotential:
         pbc: (3,) periodic directions; default none.
         skin: Å added to the cutoff for the cached neighbour lists.
         dtype: ``"float32"`` or ``"float64"``: the model's arithmetic (positions and forces come back in float64).
-        compile: ``torch.compile`` the layers of every E2Former in the model
-            (:func:`~sciml.nn.compilation.compile_for_inference`; the first call compiles).
+        compile: the inference path, as :class:`~sciml.calculators.SciMLCalculator`'s (default ``"auto"``: the
+            ahead-of-time program where it serves; :mod:`sciml.calculators.inference`).
 
     ``potential(positions)`` with positions (R, N, 3) in Å returns ``(energy (R,) eV, forces (R, N, 3) eV/Å)``,
     float64 tensors on the positions' device.
@@ -47,7 +48,7 @@ class BatchedPotential:
         skin: float = 0.5,
         device: str = "cpu",
         dtype: str = "float32",
-        compile: bool = False,
+        compile: bool | str = "auto",
     ) -> None:
         if model.training:
             raise RuntimeError("BatchedPotential refuses a model in training mode; call model.eval() first")
@@ -63,8 +64,10 @@ class BatchedPotential:
         self.lists: list[dict] = []
         self.rebuilds = 0
         self.last_outputs: dict | None = None
-        if compile:
+        plan = plan_inference(self.model, compile, self.device)
+        if plan.mode == "layers":
             compile_for_inference(self.model)
+        self.inference = ModelInference(self.model, self.potential, plan)
 
     @property
     def reports_uncertainty(self) -> bool:
@@ -92,7 +95,7 @@ class BatchedPotential:
             batch=torch.arange(replicas, device=self.device).repeat_interleave(atoms),
             natoms=torch.full((replicas,), atoms, device=self.device),
         )
-        outputs = self.potential(batch, forces=True)
+        outputs = self.inference(batch)
         energy = outputs["energy"].detach().double()
         forces = outputs["forces"].detach().double().reshape(replicas, atoms, 3)
         self.last_outputs = outputs

@@ -138,6 +138,7 @@ def engine_main(options: argparse.Namespace, settings: MDSettings) -> dict:
           f"{steps_per_s * options.timestep * 86400 / 1e6:.3f} ns/day, {result['replica_steps_per_s']:.1f} "
           f"replica-steps/s, {potential.rebuilds} neighbour-list builds -> {directory} "
           f"(step {result['state'].step})")  # fmt: skip
+    print(potential.inference.describe())
     if watch:
         threshold, flagged = settings.uncertainty_threshold, sum(len(steps) for steps in result["uncertain_steps"])
         above = f"; {flagged} steps above {threshold} eV/Å" if threshold else ""
@@ -169,6 +170,7 @@ def ase_main(options: argparse.Namespace, settings: MDSettings) -> dict:
     print(f"{len(atoms)} atoms, {result['steps_run']} steps of {options.timestep} fs ({options.ensemble}, "
           f"{options.dtype}, ASE): {result['steps_per_second']:.1f} steps/s, {result['ns_per_day']:.3f} ns/day, "
           f"{calculator.rebuilds} neighbour-list builds -> {trajectory} (step {last})")  # fmt: skip
+    print(calculator.inference.describe())
     if calculator.reports_uncertainty:
         threshold, flagged = settings.uncertainty_threshold, result["uncertain_steps"]
         above = f"; {len(flagged)} steps above {threshold} eV/Å" if threshold else ""

@@ -90,7 +90,12 @@ class LastLayerUncertainty(UncertaintyModel):
         the ensemble's energy perturbations ``last_layer_ensemble_energy`` (k, B) in eV, whose position
         derivatives :class:`~sciml.nn.forces.ForceStressOutput` returns as ``last_layer_ensemble_forces``; with
         ``density_components``, each atom's unscaled ``feature_distance`` d_i (N,)."""
-        outputs = dict(self.model(batch))
+        return self.with_uncertainty_inputs(dict(self.model(batch)), batch)
+
+    def with_uncertainty_inputs(self, outputs: dict[str, torch.Tensor], batch) -> dict[str, torch.Tensor]:
+        """The outputs of :meth:`forward` from the wrapped model's (``last_layer_features`` among them): what
+        an ahead-of-time program of the wrapped model (energy, forces, last-layer features) is completed
+        with."""
         hidden = outputs["last_layer_features"]
         per_atom = torch.cat([hidden, torch.ones_like(hidden[:, :1])], dim=1) * self.model.energy_scale
         per_structure = per_atom.new_zeros(batch.cell.shape[0], per_atom.shape[1]).index_add(0, batch.batch, per_atom)

@@ -66,6 +66,59 @@ def unique_rows(key: torch.Tensor) -> tuple[int, torch.Tensor, torch.Tensor]:
 
 
 @dataclass
+class GraphTopology:
+    """The integer part of a :class:`GraphContext`, and the local origins: everything that does not depend on
+    the positions differentiably (sorts, a unique, cell ids: sizes that depend on the data). An exported
+    program (:mod:`sciml.models.e2former.inference`) takes these as inputs, so that it holds only fixed-rank
+    gathers and arithmetic whose sizes are the inputs' own.
+
+    Attributes (N atoms, S frame images, E edges): atom_types (N,); origin (N, 3) the centre of each atom's cell
+    (no gradient); image_atom (S,) atom of each frame image; image_receiver (S,) a receiver it serves (whose
+    cell's centre is its frame); image_edge (S,) an edge that reads it (whose shift it carries); graph
+    (EdgeGraph over receivers x frame images); padding: images appended at the origin that no edge reads.
+    """
+
+    atom_types: torch.Tensor
+    origin: torch.Tensor
+    image_atom: torch.Tensor
+    image_receiver: torch.Tensor
+    image_edge: torch.Tensor
+    graph: EdgeGraph
+    padding: int = 0
+
+    @classmethod
+    def build(
+        cls,
+        positions: torch.Tensor,
+        atom_types: torch.Tensor,
+        structure: torch.Tensor,
+        n_structures: int,
+        edge_index: torch.Tensor,
+        shifts: torch.Tensor,
+        frame_size: float = float("inf"),
+        image_capacity: Callable[[int], int] | None = None,
+    ) -> GraphTopology:
+        """Arguments as :meth:`GraphContext.build`."""
+        cell, origin = local_frames(positions, structure, n_structures, frame_size)
+        receivers, senders = edge_index
+        # (sender, shift, receiver's cell) in float64: atom and cell ids stay exact up to 2^53
+        key = torch.cat([senders[:, None].double(), shifts.detach().double(), cell[receivers, None].double()], 1)
+        n_images, image_of_edge, representative = unique_rows(key)
+        padding = image_capacity(n_images) - n_images if image_capacity is not None else 0
+        graph, _ = EdgeGraph.from_edges(receivers, image_of_edge, positions.shape[0], n_images + max(padding, 0))
+        return cls(atom_types, origin, senders[representative], receivers[representative], representative, graph,
+                   max(padding, 0))  # fmt: skip
+
+    def tensors(self) -> tuple[torch.Tensor, ...]:
+        """The tensors an exported program takes (``padding`` must be 0): atom types, origin, the images'
+        atom, receiver and edge, then :meth:`EdgeGraph.tensors`."""
+        if self.padding:
+            raise ValueError("an exported program takes no padding images (image_capacity=None)")
+        return (self.atom_types, self.origin, self.image_atom, self.image_receiver, self.image_edge,
+                *self.graph.tensors())  # fmt: skip
+
+
+@dataclass
 class GraphContext:
     """Attributes (N atoms, S frame images, E edges in receiver order):
     positions (N, 3) in each atom's own frame (r_i - o_i); image_positions (S, 3) in the frame of the
@@ -104,21 +157,24 @@ class GraphContext:
         frame_size: smallest edge of the local-frame cells in Å (``inf``: one frame per structure);
         image_capacity: frame images S -> the number to allocate (>= S): the rest are padding images at the
         origin that no edge reads (for fixed shapes: compiled graphs, CUDA graphs). They change nothing."""
-        cell, origin = local_frames(positions, structure, n_structures, frame_size)
-        local = positions - origin
-        receivers, senders = edge_index
-        # (sender, shift, receiver's cell) in float64: atom and cell ids stay exact up to 2^53
-        key = torch.cat([senders[:, None].double(), shifts.detach().double(), cell[receivers, None].double()], 1)
-        n_images, image_of_edge, representative = unique_rows(key)
-        image_atom = senders[representative]
-        frame_origin = origin[receivers[representative]]
-        image_positions = (positions[image_atom] - frame_origin) + shifts[representative]
-        padding = image_capacity(n_images) - n_images if image_capacity is not None else 0
-        if padding > 0:
-            image_atom = torch.cat([image_atom, image_atom.new_zeros(padding)])
-            image_positions = torch.cat([image_positions, image_positions.new_zeros(padding, 3)])
-            n_images += padding
-        graph, order = EdgeGraph.from_edges(receivers, image_of_edge, positions.shape[0], n_images)
+        topology = GraphTopology.build(positions, atom_types, structure, n_structures, edge_index, shifts, frame_size,
+                                       image_capacity)  # fmt: skip
+        return cls.from_topology(positions, shifts, topology, max_order)
+
+    @classmethod
+    def from_topology(
+        cls, positions: torch.Tensor, shifts: torch.Tensor, topology: GraphTopology, max_order: int
+    ) -> GraphContext:
+        """The differentiable part: positions (N, 3) Å and shifts (E, 3) Å (in the edges' input order) through
+        the ``topology`` of those edges."""
+        local = positions - topology.origin
+        image_positions = positions[topology.image_atom] - topology.origin[topology.image_receiver]
+        image_positions = image_positions + shifts[topology.image_edge]
+        image_atom = topology.image_atom
+        if topology.padding:
+            image_atom = torch.cat([image_atom, image_atom.new_zeros(topology.padding)])
+            image_positions = torch.cat([image_positions, image_positions.new_zeros(topology.padding, 3)])
+        graph, atom_types = topology.graph, topology.atom_types
         vectors = image_positions[graph.col] - local[graph.row]
         return cls(
             positions=local,

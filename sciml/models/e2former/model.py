@@ -218,6 +218,13 @@ class E2Former(nn.Module):
             raise ValueError(f"atomic numbers {unknown} are not among the model's species {self.species}")
         return indices
 
+    def readout(self, features: torch.Tensor, atom_types: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Features (N, (lmax + 1)^2, C) -> (the energy head's last-layer input (N, C), per-atom energies (N,)
+        eV)."""
+        hidden = self.energy_head.last_layer_input(features[:, 0])
+        energies = self.energy_head[-1](hidden).squeeze(-1) * self.energy_scale + self.energy_reference[atom_types]
+        return hidden, energies
+
     def embed(self, batch) -> torch.Tensor:
         """Per-atom equivariant features after the last block and norm: (N, (lmax + 1)^2, C); the l = 0
         slice ``[:, 0]`` is invariant under rotations, translations and permutations of equal atoms."""
@@ -293,11 +300,9 @@ class E2Former(nn.Module):
         C), ``last_layer_features`` (N, C): the input of the energy head's last, linear layer (per-atom energy
         = energy_scale * (w . h + b) + reference), and with a direct-force head ``direct_forces`` (N, 3)."""
         atom_types = self.atom_types(batch.numbers)
-        n_structures = batch.cell.shape[0]
         x = self.embed(batch)
-        hidden = self.energy_head.last_layer_input(x[:, 0])  # (N, C)
-        energies = self.energy_head[-1](hidden).squeeze(-1) * self.energy_scale + self.energy_reference[atom_types]
-        energy = energies.new_zeros(n_structures).index_add(0, batch.batch, energies)
+        hidden, energies = self.readout(x, atom_types)
+        energy = energies.new_zeros(batch.cell.shape[0]).index_add(0, batch.batch, energies)
         outputs = {"energy": energy, "energies": energies, "features": x, "last_layer_features": hidden}
         if self.force_head is not None:  # l = 1 block is (x, y, z) in e3nn's real basis
             outputs["direct_forces"] = self.force_head(x[:, 1:4]).squeeze(-1) * self.energy_scale
