@@ -36,6 +36,47 @@ def molecule():
     return atoms
 
 
+def ethanol():
+    """Ethanol (9 atoms), the first frame of ``data/ethanol_gfn2.extxyz``, with 300 K velocities."""
+    import ase.io
+    from ase.md.velocitydistribution import MaxwellBoltzmannDistribution
+
+    atoms = ase.io.read(ROOT / "data" / "ethanol_gfn2.extxyz", index=0)
+    atoms.calc = None
+    MaxwellBoltzmannDistribution(atoms, temperature_K=300, rng=np.random.default_rng(0))
+    return atoms
+
+
+PALMITIC_ACID = ROOT / "data" / "palmitic_acid.xyz"
+
+
+def write_palmitic_acid() -> None:
+    """``data/palmitic_acid.xyz``: palmitic acid, C16H32O2 (50 atoms, flexible), RDKit's ETKDG conformer
+    (seed 0), MMFF-relaxed. Run in sciml's environment (RDKit); MACE's environment only reads the file."""
+    import ase.io
+    from ase import Atoms
+    from rdkit import Chem
+    from rdkit.Chem import AllChem
+
+    molecule = Chem.AddHs(Chem.MolFromSmiles("CCCCCCCCCCCCCCCC(=O)O"))
+    AllChem.EmbedMolecule(molecule, randomSeed=0)
+    AllChem.MMFFOptimizeMolecule(molecule)
+    atoms = Atoms([a.GetAtomicNum() for a in molecule.GetAtoms()], positions=molecule.GetConformer().GetPositions())
+    atoms.info["source"] = "RDKit ETKDG (randomSeed 0) + MMFF94 of CCCCCCCCCCCCCCCC(=O)O (scripts/_systems.py)"
+    ase.io.write(PALMITIC_ACID, atoms, format="extxyz")
+
+
+def palmitic_acid():
+    """Palmitic acid (50 atoms) from :func:`write_palmitic_acid`'s file, with 300 K velocities."""
+    import ase.io
+    from ase.md.velocitydistribution import MaxwellBoltzmannDistribution
+
+    atoms = ase.io.read(PALMITIC_ACID)
+    atoms.calc = None
+    MaxwellBoltzmannDistribution(atoms, temperature_K=300, rng=np.random.default_rng(0))
+    return atoms
+
+
 def cu_crystal(n_atoms: int):
     """fcc Cu of ``n_atoms`` = 4 x a x b x c (cubic cells, the most cube-like repeats), rattled by 0.05 Å,
     with 300 K velocities."""

@@ -144,7 +144,10 @@ class SciMLCalculator(Calculator):
         if want_stress and not atoms.pbc.all():
             raise PropertyNotImplementedError("stress needs a cell periodic in all three directions")
         data = self._graph(atoms)
-        outputs = self.inference(data, stress=bool(atoms.pbc.all()))
+        # a periodic cell's stress comes with every eager call (it costs little there); the ahead-of-time program
+        # has none, so with it stress is computed (eager) only when asked for
+        eager = self.inference.plan.mode != "aot"
+        outputs = self.inference(data, stress=want_stress or bool(atoms.pbc.all() and eager))
         self.results["energy"] = self.results["free_energy"] = float(outputs["energy"][0].detach())
         self.results["energies"] = outputs["energies"].detach().cpu().double().numpy()
         self.results["forces"] = outputs["forces"].detach().cpu().double().numpy()
