@@ -66,7 +66,7 @@ def scale_factors(model: nn.Module, labelled: list[Atoms]) -> tuple[float, float
     on them."""
     from sciml.calculators import SciMLCalculator
 
-    report = calibration_report(SciMLCalculator(model, uncertainty=True), labelled)
+    report = calibration_report(SciMLCalculator(model, uncertainty=True, compile="eager"), labelled)  # a few frames
     energy = scale_factor(report.energy_error, report.energy_uncertainty)
     force = scale_factor(report.component_error, report.component_uncertainty)
     return energy, force
