@@ -101,3 +101,20 @@ def test_models_the_program_cannot_serve_fall_back_with_the_reason(monkeypatch):
     assert plan_inference(model, "aot", cpu).mode == "aot"  # asked for by name: the variable does not apply
     with pytest.raises(ValueError, match="compile must be one of"):
         plan_inference(model, "fast", cpu)
+
+
+def test_a_last_layer_model_gets_its_uncertainty_inputs_from_the_program(cache, monkeypatch):
+    """What ``sciml learn`` writes (a last-layer model with a feature density): the program's energy, forces and
+    last-layer features complete to the eager model's outputs, so its uncertainty is the eager one."""
+    monkeypatch.setenv("SCIML_INFERENCE_CACHE", str(cache))
+    model = LastLayerUncertainty(small_model(), density_components=2).eval()
+    atoms = random_molecule([8, 6, 1, 1, 6, 1, 8, 1, 1, 6, 1], seed=4)
+    program = BatchedPotential(model, atoms.numbers, dtype="float64", compile="aot")
+    eager = BatchedPotential(model, atoms.numbers, dtype="float64", compile="eager")
+    positions = torch.tensor(atoms.positions)[None]
+    program(positions), eager(positions)
+    assert program.inference.program is not None and program.inference.program.compilations == 0
+    for key in ("energy", "forces", "last_layer_features", "last_layer_gradient", "atom_last_layer_gradient"):
+        assert relative(program.last_outputs[key].numpy(), eager.last_outputs[key].detach().numpy()) < RELATIVE, key
+    distance, expected = program.last_outputs["feature_distance"], eager.last_outputs["feature_distance"]
+    assert torch.equal(torch.isinf(distance), torch.isinf(expected))  # no density fitted yet: inf for every atom
