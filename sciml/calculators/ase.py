@@ -57,7 +57,8 @@ class SciMLCalculator(Calculator):
             ``inference.plan.reason``; ``"aot"`` the same or an error; ``"layers"`` (or ``True``)
             ``torch.compile`` of the layers of every E2Former in the model (a committee's members, the model
             inside a last-layer uncertainty; :func:`~sciml.nn.compilation.compile_for_inference`); ``"eager"``
-            (or ``False``).
+            (or ``False``). expected_calls: the run's length where known (MD steps): with ``"auto"``, a run too
+            short to repay building the program stays eager (:class:`~sciml.calculators.inference.ModelInference`).
         static_shapes: fixed-capacity neighbour buffers: every pair within cutoff + skin is kept until the next
             rebuild (the model's smooth cutoff makes the ones beyond the cutoff contribute exactly nothing)
             and the list is padded to a capacity that only grows (``grown_capacity``) with pairs
@@ -87,6 +88,7 @@ class SciMLCalculator(Calculator):
         static_shapes: bool = False,
         uncertainty: bool | None = None,
         source: str | None = None,
+        expected_calls: int | None = None,
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
@@ -113,7 +115,7 @@ class SciMLCalculator(Calculator):
         if plan.mode == "layers":
             cuda_graphs = {"mode": "reduce-overhead"} if static_shapes and self.device.type == "cuda" else {}
             compile_for_inference(self.model, static_shapes=self.static_shapes, **cuda_graphs)
-        self.inference = ModelInference(self.model, self.potential, plan)
+        self.inference = ModelInference(self.model, self.potential, plan, expected_calls)
 
     @classmethod
     def from_checkpoint(

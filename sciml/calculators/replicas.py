@@ -33,7 +33,8 @@ class BatchedPotential:
         skin: Å added to the cutoff for the cached neighbour lists.
         dtype: ``"float32"`` or ``"float64"``: the model's arithmetic (positions and forces come back in float64).
         compile: the inference path, as :class:`~sciml.calculators.SciMLCalculator`'s (default ``"auto"``: the
-            ahead-of-time program where it serves; :mod:`sciml.calculators.inference`).
+            ahead-of-time program where it serves; :mod:`sciml.calculators.inference`). expected_calls: the run's
+            steps where known (a run too short to repay building the program stays eager).
 
     ``potential(positions)`` with positions (R, N, 3) in Å returns ``(energy (R,) eV, forces (R, N, 3) eV/Å)``,
     float64 tensors on the positions' device.
@@ -49,6 +50,7 @@ class BatchedPotential:
         device: str = "cpu",
         dtype: str = "float32",
         compile: bool | str = "auto",
+        expected_calls: int | None = None,
     ) -> None:
         if model.training:
             raise RuntimeError("BatchedPotential refuses a model in training mode; call model.eval() first")
@@ -67,7 +69,7 @@ class BatchedPotential:
         plan = plan_inference(self.model, compile, self.device)
         if plan.mode == "layers":
             compile_for_inference(self.model)
-        self.inference = ModelInference(self.model, self.potential, plan)
+        self.inference = ModelInference(self.model, self.potential, plan, expected_calls)
 
     @property
     def reports_uncertainty(self) -> bool:

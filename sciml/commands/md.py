@@ -115,7 +115,7 @@ def engine_main(options: argparse.Namespace, settings: MDSettings) -> dict:
     atoms = ase.io.read(options.structure, index=options.index)
     model = load_model(options.checkpoint, options.device)
     potential = BatchedPotential(model, atoms.numbers, atoms.cell[:], atoms.pbc, options.skin, options.device,
-                                 options.dtype, compile=options.compile)  # fmt: skip
+                                 options.dtype, compile=options.compile, expected_calls=options.steps)  # fmt: skip
     watch = potential.reports_uncertainty
     if options.require_uncertainty and not watch:
         raise ValueError(f"checkpoint '{options.checkpoint}' carries no uncertainty estimate (train a committee or "

@@ -51,5 +51,6 @@ def structure_and_calculator(options: argparse.Namespace) -> tuple[Atoms, SciMLC
         compile=options.compile,
         static_shapes=options.static_shapes,
         uncertainty=True if options.require_uncertainty else None,
+        expected_calls=getattr(options, "steps", None),  # sciml md's run length (sciml serve has none)
     )
     return atoms, calculator

@@ -162,7 +162,7 @@ def structure_to_kinetics(
     report(f"stage 1 of 3: potential {model} ({watch.record['seconds']['learn']:.0f} s)")
     first = start_structures(start)[0]
     potential = BatchedPotential(load_model(model, device), first.numbers, first.cell[:], first.pbc, device=device,
-                                 dtype=dtype)  # fmt: skip
+                                 dtype=dtype, expected_calls=sampling.steps)  # fmt: skip
     speeds: list[float] = []
 
     def record(state: dict) -> None:

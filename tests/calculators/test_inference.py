@@ -118,3 +118,14 @@ def test_a_last_layer_model_gets_its_uncertainty_inputs_from_the_program(cache, 
         assert relative(program.last_outputs[key].numpy(), eager.last_outputs[key].detach().numpy()) < RELATIVE, key
     distance, expected = program.last_outputs["feature_distance"], eager.last_outputs["feature_distance"]
     assert torch.equal(torch.isinf(distance), torch.isinf(expected))  # no density fitted yet: inf for every atom
+
+
+def test_auto_leaves_a_run_too_short_to_repay_the_build_eager(tmp_path, monkeypatch):
+    monkeypatch.delenv("SCIML_COMPILE", raising=False)
+    monkeypatch.setenv("SCIML_INFERENCE_CACHE", str(tmp_path))  # empty: no program cached
+    atoms = random_molecule([6, 1, 1, 8, 1, 6, 1], seed=1)
+    potential = BatchedPotential(small_model(), atoms.numbers, dtype="float64", expected_calls=20)
+    for _ in range(4):
+        potential(torch.tensor(atoms.positions)[None])
+    assert potential.inference.plan.mode == "aot" and potential.inference.program is None
+    assert "less than building the program" in potential.inference.describe() and not list(tmp_path.iterdir())

@@ -88,6 +88,11 @@ def package_key(model: E2Former, dtype: torch.dtype, device: torch.device) -> st
     return digest.hexdigest()[:32]
 
 
+def package_path(model: E2Former, dtype: torch.dtype, device: torch.device, cache: str | Path | None = None) -> Path:
+    """Where ``model``'s package is (or will be) cached."""
+    return Path(cache or cache_root()) / f"{package_key(model, dtype, device)}.pt2"
+
+
 def topology_of(model: E2Former, batch) -> GraphTopology:
     """The eager part for ``batch`` (a PyG ``Data``: pos, numbers, batch, cell, edge_index, shifts)."""
     atom_types = model.atom_types(batch.numbers)
@@ -135,7 +140,7 @@ class CompiledEnergyForces:
     def __init__(self, model: E2Former, example, cache: str | Path | None = None) -> None:
         self.model = model
         device, dtype = example.pos.device, example.pos.dtype
-        self.path = Path(cache or cache_root()) / f"{package_key(model, dtype, device)}.pt2"
+        self.path = package_path(model, dtype, device, cache)
         self.compile_seconds, self.compilations = 0.0, 0
         if not self.path.exists():
             start = time.perf_counter()
