@@ -3,8 +3,8 @@
 ``compile`` (what :class:`~sciml.calculators.ase.SciMLCalculator` and ``sciml md --compile`` take):
 
 - ``"auto"`` (the default): the ahead-of-time program of :mod:`sciml.models.e2former.inference` where it
-  serves (an E2Former, or a last-layer uncertainty around one without force samples, on the CPU, for a
-  structure that is not periodic in all three directions), else eager, with the reason in one line; the
+  serves (an E2Former, a last-layer uncertainty around one without force samples, or a committee of them: one
+  program per member; on the CPU; stress eager), else eager, with the reason in one line; the
   environment variable ``SCIML_COMPILE=0`` makes it eager (quick runs, tests);
 - ``"aot"``: the same, and a model it cannot serve is an error;
 - ``"layers"`` (or ``True``): ``torch.compile`` of the E2Former layers (the first call compiles; on CUDA
@@ -25,21 +25,23 @@ from sciml.models import E2Former
 from sciml.uncertainty import Committee, LastLayerUncertainty
 
 MODES = ("auto", "aot", "layers", "eager")
-#: Seconds to build a program (the medium model took 98 s on 2 cores) and the factor it speeds a call up by
-#: (3.4x on aspirin): what ``"auto"`` weighs against a run's known length (``expected_calls``).
-BUILD_SECONDS, SPEEDUP = 100.0, 3.0
+#: Seconds to build one program, which ``"auto"`` weighs against a run's known length (``expected_calls``);
+#: the medium model took 98 s on 2 cores.
+BUILD_SECONDS = 100.0
+#: The factor a program speeds a call up by, in that weighing; measured 3.4x on aspirin, 4.9x on ethanol.
+SPEEDUP = 3.0
 
 
 @dataclass(frozen=True)
 class InferencePlan:
-    """``mode``: ``"aot"``, ``"layers"`` or ``"eager"``; ``backbone``: the E2Former an ahead-of-time program
-    runs (``None`` otherwise); ``wrapper``: the last-layer uncertainty that completes its outputs (or
-    ``None``); ``reason``: why the plan is not the ahead-of-time program (empty when it is); ``requested``: the
-    ``compile`` asked for."""
+    """``mode``: ``"aot"``, ``"layers"`` or ``"eager"``; ``backbones``: the E2Formers whose ahead-of-time programs
+    run (one, or a committee's members; empty otherwise); ``wrapper``: the last-layer uncertainty or committee
+    that completes their outputs (or ``None``); ``reason``: why the plan is not the ahead-of-time program (empty
+    when it is); ``requested``: the ``compile`` asked for."""
 
     mode: str
-    backbone: E2Former | None = None
-    wrapper: LastLayerUncertainty | None = None
+    backbones: tuple[E2Former, ...] = ()
+    wrapper: LastLayerUncertainty | Committee | None = None
     reason: str = ""
     requested: str = "auto"
 
@@ -59,85 +61,104 @@ def plan_inference(model: nn.Module, compile: bool | str, device: torch.device) 
     mode = normalised(compile)
     if mode in ("layers", "eager"):
         return InferencePlan(mode, reason=f"compile={mode!r} asked for")
-    backbone, wrapper, reason = None, None, ""
+    backbones, wrapper, reason = (), None, ""
     if mode == "auto" and os.environ.get("SCIML_COMPILE", "1") == "0":
         reason = "SCIML_COMPILE=0"
     elif device.type != "cpu":
         reason = f"the ahead-of-time program is built for the CPU only so far (device {device.type})"
     elif isinstance(model, E2Former):
-        backbone = model
+        backbones = (model,)
     elif isinstance(model, LastLayerUncertainty) and isinstance(model.model, E2Former):
         if model.force_samples:
             reason = "a last-layer model with force samples needs their forces (eager)"
         else:
-            backbone, wrapper = model.model, model
-    elif isinstance(model, Committee):
-        reason = "a committee runs eager (one program per member is not built yet)"
+            backbones, wrapper = (model.model,), model
+    elif isinstance(model, Committee) and all(isinstance(member, E2Former) for member in model.members):
+        backbones, wrapper = tuple(model.members), model
     else:
         reason = f"no ahead-of-time program for a {type(model).__name__}"
-    if backbone is None and mode == "aot":
+    if not backbones and mode == "aot":
         raise ValueError(f"compile='aot' cannot serve this model: {reason}")
-    if backbone is None:
+    if not backbones:
         return InferencePlan("eager", reason=reason, requested=mode)
-    return InferencePlan("aot", backbone, wrapper, requested=mode)
+    return InferencePlan("aot", backbones, wrapper, requested=mode)
+
+
+def committee_outputs(members: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """A committee's differentiated outputs (what :class:`~sciml.nn.forces.ForceStressOutput` returns for one)
+    from its members' programs' outputs."""
+    stacked = {key: torch.stack([m[key] for m in members]) for key in ("energy", "energies", "forces")}
+    return {"energy": stacked["energy"].mean(0), "energies": stacked["energies"].mean(0),
+            "forces": stacked["forces"].mean(0), "member_energy": stacked["energy"],
+            "member_energies": stacked["energies"], "member_forces": stacked["forces"]}  # fmt: skip
 
 
 class ModelInference:
     """Energy, forces (and stress) of ``model`` by its :class:`InferencePlan`: ``__call__(batch, stress)`` returns
-    what :class:`~sciml.nn.forces.ForceStressOutput` returns, through the ahead-of-time program where the plan
-    has one and the batch fits it (stress always eager). ``compile_seconds``: the program's build time here
-    (0.0 when it came from the cache or none was built).
+    what :class:`~sciml.nn.forces.ForceStressOutput` returns, through the ahead-of-time programs where the plan
+    has them and the batch fits (stress always eager). ``compile_seconds``: the programs' build time here (0.0
+    when they came from the cache or none was built).
 
     ``expected_calls``: how many calls the run will make, where known (``sciml md``'s steps). With ``"auto"``
-    and no cached program, the first two calls run eager and the second is timed; the program is built only if
-    the calls left would save more than :data:`BUILD_SECONDS` at :data:`SPEEDUP` (else the run stays eager, and
-    says why)."""
+    and a program not cached, the first two calls run eager and the second is timed; the programs are built
+    only if the calls left would save more than
+    :data:`~sciml.calculators.inference.BUILD_SECONDS` per program to build, at
+    :data:`~sciml.calculators.inference.SPEEDUP` (else the run stays eager, and says why)."""
 
     def __init__(
         self, model: nn.Module, potential: nn.Module, plan: InferencePlan, expected_calls: int | None = None
     ) -> None:
         self.model, self.potential, self.plan = model, potential, plan
         self.expected_calls, self.calls = expected_calls, 0
-        self.program = None
+        self.programs: list = []
         self.compile_seconds = 0.0
-        self.declined = ""  # why "auto" did not build the program for this run
+        self.declined = ""  # why "auto" did not build the programs for this run
 
     def __call__(self, batch, stress: bool = False) -> dict[str, torch.Tensor]:
         self.calls += 1
         if self.plan.mode == "aot" and not stress and not self.declined:
             from sciml.models.e2former.inference import CompiledEnergyForces, package_path, topology_of
 
-            topology = topology_of(self.plan.backbone, batch)
+            topology = topology_of(self.plan.backbones[0], batch)  # members share species and frames
             if CompiledEnergyForces.fits(topology):
-                if self.program is None:
-                    cached = package_path(self.plan.backbone, batch.pos.dtype, batch.pos.device).exists()
-                    if not cached and self.plan.requested == "auto" and self.expected_calls is not None:
+                if not self.programs:
+                    dtype, device = batch.pos.dtype, batch.pos.device
+                    missing = sum(not package_path(b, dtype, device).exists() for b in self.plan.backbones)
+                    if missing and self.plan.requested == "auto" and self.expected_calls is not None:
                         if self.calls <= 2:  # the second eager call timed (the first warms up), then decide
                             start = time.perf_counter()
                             outputs = self.potential(batch, forces=True, stress=stress)
                             if self.calls == 2:
-                                self._weigh(time.perf_counter() - start)
+                                self._weigh(time.perf_counter() - start, missing)
                             return outputs
-                    self.program = CompiledEnergyForces(self.plan.backbone, batch)
-                    self.compile_seconds = self.program.compile_seconds
-                outputs = self.program(batch, topology)
+                    self.programs = [CompiledEnergyForces(backbone, batch) for backbone in self.plan.backbones]
+                    self.compile_seconds = sum(program.compile_seconds for program in self.programs)
+                members = [program(batch, topology) for program in self.programs]
+                if isinstance(self.plan.wrapper, Committee):
+                    return committee_outputs(members)
                 if self.plan.wrapper is not None:
-                    outputs = self.plan.wrapper.with_uncertainty_inputs(outputs, batch)
-                return outputs
+                    return self.plan.wrapper.with_uncertainty_inputs(members[0], batch)
+                return members[0]
         return self.potential(batch, forces=True, stress=stress)
 
-    def _weigh(self, eager_seconds: float) -> None:
+    @property
+    def program(self):
+        """The (first) ahead-of-time program in use, or ``None``."""
+        return self.programs[0] if self.programs else None
+
+    def _weigh(self, eager_seconds: float, missing: int) -> None:
         saving = (self.expected_calls - 2) * eager_seconds * (1 - 1 / SPEEDUP)
-        if saving < BUILD_SECONDS:
+        if saving < BUILD_SECONDS * missing:
             self.declined = (f"{self.expected_calls} calls at {eager_seconds * 1e3:.1f} ms would save ~{saving:.0f} "
-                             f"s, less than building the program (~{BUILD_SECONDS:.0f} s; --compile aot builds "
-                             "it)")  # fmt: skip
+                             f"s, less than building {missing} program(s) (~{BUILD_SECONDS:.0f} s each; --compile "
+                             "aot builds them)")  # fmt: skip
 
     def describe(self) -> str:
-        """One line: the path the calls took, and why (a fallback), or the program's build time."""
-        if self.program is not None:
+        """One line: the path the calls took, and why (a fallback), or the programs' build time."""
+        if self.programs:
             built = f"built in {self.compile_seconds:.0f} s" if self.compile_seconds else "loaded from the cache"
-            return f"inference: ahead-of-time program ({built}: {self.program.path})"
+            count = f"{len(self.programs)} programs" if len(self.programs) > 1 else "program"
+            return f"inference: ahead-of-time {count} ({built}: {self.programs[0].path})"
         if self.declined:
             return f"inference: eager ({self.declined})"
         if self.plan.mode == "aot":

@@ -137,8 +137,8 @@ def mixing_layout(
 class Coupling:
     """What one weighted product [x ⊗ y^L]^J couples: the degrees of x (``in_degrees``), the filter's degree
     ``order`` (L), the ``out_degrees`` J, and the channels C (``channels_in``) -> C' (``channels_out``);
-    ``parity``: only the :func:`parity_allowed` paths (O(3) for natural-parity features), else every path
-    (SO(3))."""
+    ``parity``: only the :func:`~sciml.equivariant.tensor_product.parity_allowed` paths (O(3) for
+    natural-parity features), else every path (SO(3))."""
 
     in_degrees: tuple[int, ...]
     order: int
@@ -152,7 +152,7 @@ class Coupling:
         object.__setattr__(self, "out_degrees", tuple(self.out_degrees))
 
     def table(self) -> tuple[CGTable, MixingLayout]:
-        """The :func:`coupling_table` of these paths."""
+        """The :func:`~sciml.equivariant.tensor_product.coupling_table` of these paths."""
         return coupling_table(self.in_degrees, self.order, self.out_degrees, self.parity)
 
 

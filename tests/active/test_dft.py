@@ -3,6 +3,7 @@ cache and labelling on an executor: each gives the label the plain call gives, w
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import multiprocessing
@@ -119,7 +120,22 @@ def test_the_label_cache_returns_a_label_at_the_same_geometry_and_level_only(tmp
         oracle.label(WATER)
 
 
-def test_labels_on_a_process_pool_enter_the_store_in_the_picks_order_with_failures_recorded(tmp_path):
+@contextlib.contextmanager
+def two_workers(kind: str):
+    """An executor of two worker processes: a local process pool, or a local Dask cluster's
+    ``Client.get_executor()`` (what a user with a cluster passes)."""
+    if kind == "process pool":
+        with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as executor:
+            yield executor
+        return
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        with distributed.Client(cluster) as client:
+            yield client.get_executor()
+
+
+@pytest.mark.parametrize("kind", ["process pool", "dask"])
+def test_labels_on_an_executor_enter_the_store_in_the_picks_order_with_failures_recorded(tmp_path, kind):
     pytest.importorskip("tblite")
     store = LabelStore(tmp_path / "run")
     state = RunState.load(tmp_path / "run" / "state.json", "test", "GFN2-xTB")
@@ -133,7 +149,7 @@ def test_labels_on_a_process_pool_enter_the_store_in_the_picks_order_with_failur
     fused.positions[1] = fused.positions[0]  # two atoms on one point: the oracle fails
     picks.insert(2, Pick("fused", fused, math.nan, "test"))
     lines = []
-    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as executor:
+    with two_workers(kind) as executor:
         Labeller(gfn2_xtb(), store, state, lines.append, executor).label(picks, 1)
     assert [r.key for r in store.labelled_records] == [f"pick-{i}" for i in range(5)]
     assert [r.key for r in store.failed_records] == ["fused"] and "oracle failed on fused" in lines[0]

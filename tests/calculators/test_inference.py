@@ -88,13 +88,13 @@ def test_models_the_program_cannot_serve_fall_back_with_the_reason(monkeypatch):
     assert plan_inference(model, "auto", cpu).mode == "aot"
     committee = Committee(model, size=2)
     plan = plan_inference(committee, "auto", cpu)
-    assert plan.mode == "eager" and "committee" in plan.reason
-    with pytest.raises(ValueError, match="compile='aot' cannot serve this model: a committee"):
-        plan_inference(committee, "aot", cpu)
+    assert plan.mode == "aot" and plan.backbones == tuple(committee.members) and plan.wrapper is committee
     plan = plan_inference(LastLayerUncertainty(model, force_samples=4), "auto", cpu)
     assert plan.mode == "eager" and "force samples" in plan.reason
+    with pytest.raises(ValueError, match="compile='aot' cannot serve this model: a last-layer model with force"):
+        plan_inference(LastLayerUncertainty(model, force_samples=4), "aot", cpu)
     plan = plan_inference(LastLayerUncertainty(model, density_components=2), "auto", cpu)
-    assert plan.mode == "aot" and plan.backbone is model and plan.wrapper is not None
+    assert plan.mode == "aot" and plan.backbones == (model,) and plan.wrapper is not None
     assert plan_inference(model, True, cpu).mode == "layers" and plan_inference(model, False, cpu).mode == "eager"
     monkeypatch.setenv("SCIML_COMPILE", "0")
     assert plan_inference(model, "auto", cpu).reason == "SCIML_COMPILE=0"
@@ -128,4 +128,21 @@ def test_auto_leaves_a_run_too_short_to_repay_the_build_eager(tmp_path, monkeypa
     for _ in range(4):
         potential(torch.tensor(atoms.positions)[None])
     assert potential.inference.plan.mode == "aot" and potential.inference.program is None
-    assert "less than building the program" in potential.inference.describe() and not list(tmp_path.iterdir())
+    assert "less than building 1 program(s)" in potential.inference.describe() and not list(tmp_path.iterdir())
+
+
+def test_a_committee_runs_one_program_per_member(cache, monkeypatch):
+    """Members with the module's weights (so their programs are the cached one): the committee's energy, forces
+    and members' forces equal the eager committee's, and so does its uncertainty's input."""
+    monkeypatch.setenv("SCIML_INFERENCE_CACHE", str(cache))
+    committee = Committee(small_model(), size=2).eval()
+    for member in committee.members:
+        member.load_state_dict(small_model().state_dict())
+    atoms = random_molecule([8, 6, 1, 1, 6, 1, 8, 1, 1, 6, 1], seed=4)
+    program = BatchedPotential(committee, atoms.numbers, dtype="float64", compile="aot")
+    eager = BatchedPotential(committee, atoms.numbers, dtype="float64", compile="eager")
+    positions = torch.tensor(np.stack([atoms.positions, atoms.positions + 0.05]))
+    program(positions), eager(positions)
+    assert len(program.inference.programs) == 2 and program.inference.compile_seconds == 0.0
+    for key in ("energy", "forces", "member_energy", "member_forces"):
+        assert relative(program.last_outputs[key].numpy(), eager.last_outputs[key].detach().numpy()) < RELATIVE, key

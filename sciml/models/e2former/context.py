@@ -111,7 +111,7 @@ class GraphTopology:
 
     def tensors(self) -> tuple[torch.Tensor, ...]:
         """The tensors an exported program takes (``padding`` must be 0): atom types, origin, the images'
-        atom, receiver and edge, then :meth:`EdgeGraph.tensors`."""
+        atom, receiver and edge, then :meth:`~sciml.equivariant.graph.EdgeGraph.tensors`."""
         if self.padding:
             raise ValueError("an exported program takes no padding images (image_capacity=None)")
         return (self.atom_types, self.origin, self.image_atom, self.image_receiver, self.image_edge,
