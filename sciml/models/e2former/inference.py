@@ -102,8 +102,8 @@ def topology_of(model: E2Former, batch) -> GraphTopology:
 
 
 def export_package(model: E2Former, batch, path: str | Path) -> Path:
-    """Trace, export and compile ``model``'s energy and forces on the example ``batch`` (one structure of at
-    least :data:`MIN_SIZE` atoms, edges and images) into the package ``path``."""
+    """Trace, export and compile ``model``'s energy and forces on the example ``batch`` (at least
+    :data:`MIN_SIZE` atoms, edges and images) into the package ``path``."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
     device, dtype = batch.pos.device, batch.pos.dtype
@@ -121,9 +121,9 @@ def export_package(model: E2Former, batch, path: str | Path) -> Path:
     exported = torch.export.export(traced, inputs, dynamic_shapes=tuple({0: size} for size in per_input), strict=False)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(".partial.pt2")
+    partial = path.with_suffix(f".{os.getpid()}.partial.pt2")  # two processes building at once do not collide
     torch._inductor.aoti_compile_and_package(exported, package_path=str(partial))
-    partial.replace(path)  # a killed compile leaves no package that looks finished
+    partial.replace(path)  # atomic: a killed build leaves no package that looks finished
     return path
 
 
