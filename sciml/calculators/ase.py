@@ -115,7 +115,7 @@ class SciMLCalculator(Calculator):
         if plan.mode == "layers":
             cuda_graphs = {"mode": "reduce-overhead"} if static_shapes and self.device.type == "cuda" else {}
             compile_for_inference(self.model, static_shapes=self.static_shapes, **cuda_graphs)
-        self.inference = ModelInference(self.model, self.potential, plan, expected_calls)
+        self.inference = ModelInference(self.potential, plan, expected_calls)
 
     @classmethod
     def from_checkpoint(

@@ -84,20 +84,11 @@ def plan_inference(model: nn.Module, compile: bool | str, device: torch.device) 
     return InferencePlan("aot", backbones, wrapper, requested=mode)
 
 
-def committee_outputs(members: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
-    """A committee's differentiated outputs (what :class:`~sciml.nn.forces.ForceStressOutput` returns for one)
-    from its members' programs' outputs."""
-    stacked = {key: torch.stack([m[key] for m in members]) for key in ("energy", "energies", "forces")}
-    return {"energy": stacked["energy"].mean(0), "energies": stacked["energies"].mean(0),
-            "forces": stacked["forces"].mean(0), "member_energy": stacked["energy"],
-            "member_energies": stacked["energies"], "member_forces": stacked["forces"]}  # fmt: skip
-
-
 class ModelInference:
-    """Energy, forces (and stress) of ``model`` by its :class:`InferencePlan`: ``__call__(batch, stress)`` returns
-    what :class:`~sciml.nn.forces.ForceStressOutput` returns, through the ahead-of-time programs where the plan
-    has them and the batch fits (stress always eager). ``compile_seconds``: the programs' build time here (0.0
-    when they came from the cache or none was built).
+    """Energy, forces (and stress) of a model by its :class:`InferencePlan`: ``__call__(batch, stress)`` returns
+    what ``potential`` (the model's :class:`~sciml.nn.forces.ForceStressOutput`) returns, through the
+    ahead-of-time programs where the plan has them and the batch fits (stress always eager).
+    ``compile_seconds``: the programs' build time here (0.0 when they came from the cache or none was built).
 
     ``expected_calls``: how many calls the run will make, where known (``sciml md``'s steps). With ``"auto"``
     and a program not cached, the first two calls run eager and the second is timed; the programs are built
@@ -105,10 +96,8 @@ class ModelInference:
     :data:`~sciml.calculators.inference.BUILD_SECONDS` per program to build, at
     :data:`~sciml.calculators.inference.SPEEDUP` (else the run stays eager, and says why)."""
 
-    def __init__(
-        self, model: nn.Module, potential: nn.Module, plan: InferencePlan, expected_calls: int | None = None
-    ) -> None:
-        self.model, self.potential, self.plan = model, potential, plan
+    def __init__(self, potential: nn.Module, plan: InferencePlan, expected_calls: int | None = None) -> None:
+        self.potential, self.plan = potential, plan
         self.expected_calls, self.calls = expected_calls, 0
         self.programs: list = []
         self.compile_seconds = 0.0
@@ -135,7 +124,7 @@ class ModelInference:
                     self.compile_seconds = sum(program.compile_seconds for program in self.programs)
                 members = [program(batch, topology) for program in self.programs]
                 if isinstance(self.plan.wrapper, Committee):
-                    return committee_outputs(members)
+                    return self.plan.wrapper.combine(members)
                 if self.plan.wrapper is not None:
                     return self.plan.wrapper.with_uncertainty_inputs(members[0], batch)
                 return members[0]

@@ -69,7 +69,7 @@ class BatchedPotential:
         plan = plan_inference(self.model, compile, self.device)
         if plan.mode == "layers":
             compile_for_inference(self.model)
-        self.inference = ModelInference(self.model, self.potential, plan, expected_calls)
+        self.inference = ModelInference(self.potential, plan, expected_calls)
 
     @property
     def reports_uncertainty(self) -> bool:

@@ -60,15 +60,19 @@ class Committee(UncertaintyModel):
         return committee_spread(outputs)
 
     def forward(self, batch) -> dict[str, torch.Tensor]:
-        outputs = [member(batch) for member in self.members]
-        member_energy = torch.stack([output["energy"] for output in outputs])
-        member_energies = torch.stack([output["energies"] for output in outputs])
-        return {
-            "energy": member_energy.mean(0),
-            "energies": member_energies.mean(0),
-            "member_energy": member_energy,
-            "member_energies": member_energies,
-        }
+        return self.combine([member(batch) for member in self.members])
+
+    @staticmethod
+    def combine(outputs: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+        """The committee's outputs from its members' (in order): ``energy``/``energies`` their means and
+        ``member_energy`` (M, B) / ``member_energies`` (M, N) stacked; members' ``forces`` (already
+        differentiated, e.g. by an ahead-of-time program) likewise give ``forces`` and ``member_forces`` (M, N, 3)."""
+        combined = {}
+        for key in ("energy", "energies", "forces"):
+            if key in outputs[0]:
+                stacked = torch.stack([output[key] for output in outputs])
+                combined[key], combined[f"member_{key}"] = stacked.mean(0), stacked
+        return combined
 
 
 def member_outputs(outputs: dict[str, torch.Tensor]) -> list[dict[str, torch.Tensor]]:
