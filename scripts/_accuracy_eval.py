@@ -1,9 +1,12 @@
-"""Test errors and an NVE run of one trained potential through its ASE calculator; prints one JSON line.
+"""Test errors, an NVE run and (ethanol) a relaxed scan of the C-C-O-H dihedral of one trained potential through
+its ASE calculator; prints one JSON line.
 
-Runs in sciml's environment (``--kind sciml``: a ``sciml fit`` checkpoint) or in MACE's own environment
-(``--kind mace``: a ``.model`` file from ``mace_run_train``), so it imports only ASE and numpy at the top.
+Runs in sciml's environment (``--kind sciml``: a ``sciml fit`` checkpoint; ``--kind pyscf``: the DFT reference
+itself, for its own scan) or in MACE's own environment (``--kind mace``: a ``.model`` file from
+``mace_run_train``), so it imports only ASE and numpy at the top.
 
     python _accuracy_eval.py --kind sciml --model last.ckpt --test a.extxyz b.extxyz --md-start v.extxyz --md-ps 10
+    python _accuracy_eval.py --kind pyscf --model PBE/def2-SVP --md-start v.extxyz --md-ps 0 --rotor-scan v.extxyz
 """
 
 from __future__ import annotations
@@ -19,11 +22,18 @@ from ase.md.velocitydistribution import MaxwellBoltzmannDistribution, Stationary
 from ase.md.verlet import VelocityVerlet
 
 
-def calculator(kind: str, model: str):
+def calculator(kind: str, model: str, expected_calls: int | None = None):
+    """The ASE calculator of ``model``; a sciml one told the run's length (``expected_calls``), so that it builds
+    its ahead-of-time program only where the run is long enough to repay it."""
+    if kind == "pyscf":  # the reference itself (a relaxed scan's), model "PBE/def2-SVP"
+        from sciml.active import PySCFCalculator
+
+        xc, basis = model.split("/")
+        return PySCFCalculator(xc=xc, basis=basis)
     if kind == "sciml":
         from sciml.calculators import SciMLCalculator
 
-        return SciMLCalculator.from_checkpoint(model, dtype="float64")
+        return SciMLCalculator.from_checkpoint(model, dtype="float64", expected_calls=expected_calls)
     from mace.calculators import MACECalculator
 
     return MACECalculator(model_paths=model, device="cpu", default_dtype="float64")
@@ -91,21 +101,29 @@ def nve_drift(calc, start: str, picoseconds: float, temperature: float, timestep
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--kind", choices=["sciml", "mace"], required=True)
-    parser.add_argument("--model", required=True)
-    parser.add_argument("--test", nargs="+", required=True)
+    parser.add_argument("--kind", choices=["sciml", "mace", "pyscf"], required=True)
+    parser.add_argument("--model", required=True, help="a checkpoint or model file; pyscf: the level, PBE/def2-SVP")
+    parser.add_argument("--test", nargs="*", default=[])
     parser.add_argument("--md-start", required=True)
     parser.add_argument("--md-ps", type=float, default=10.0)
     parser.add_argument("--temperature", type=float, default=500.0)
     parser.add_argument("--timestep", type=float, default=0.5, help="fs")
     parser.add_argument("--max-frames", type=int, default=0, help="evenly spaced test frames per file (0: all)")
+    parser.add_argument("--rotor-scan", help="ethanol: a relaxed scan of the C-C-O-H dihedral (0-180°, 20° steps, "
+                        "fmax 0.02 eV/Å) from this file's first frame")  # fmt: skip
     args = parser.parse_args()
-    calc = calculator(args.kind, args.model)
-    model = calc.model if args.kind == "sciml" else calc.models[0]
-    result = {"parameters": sum(p.numel() for p in model.parameters())}
+    frames = sum(len(ase.io.read(path, index=":")) for path in args.test)
+    steps = int(round(args.md_ps * 1000 / args.timestep))
+    calc = calculator(args.kind, args.model, frames + steps + (2000 if args.rotor_scan else 0))  # a scan: ~2,000
+    model = {"sciml": lambda: calc.model, "mace": lambda: calc.models[0], "pyscf": lambda: None}[args.kind]()
+    result = {"parameters": sum(p.numel() for p in model.parameters()) if model is not None else 0}
     result["test"] = {path: test_errors(calc, path, args.max_frames) for path in args.test}
     if args.md_ps > 0:
         result["nve"] = nve_drift(calc, args.md_start, args.md_ps, args.temperature, args.timestep, seed=0)
+    if args.rotor_scan:
+        from _rotor import rotor_profile
+
+        result["rotor"] = rotor_profile(ase.io.read(args.rotor_scan, index=0), calc, range(0, 181, 20), fmax=0.02)
     print("JSON " + json.dumps(result))
 
 

@@ -95,17 +95,25 @@ def mace_curve(log: Path, results: Path) -> list[dict]:
 
 
 def train_mace(
-    files: dict[str, Path], out: Path, budget_s: float, epochs: int | None, dtype: str, timed: Callable
+    files: dict[str, Path],
+    out: Path,
+    budget_s: float,
+    epochs: int | None,
+    dtype: str,
+    timed: Callable,
+    train: str = "train_500K.extxyz",
+    valid: str = "valid_500K.extxyz",
+    seed: int = 0,
 ) -> tuple[Path, int, float, list[dict]]:
-    """Train MACE in ``dtype`` for ``epochs`` (or as many as a two-epoch probe says fit in ``budget_s``,
-    :func:`epochs_in_budget`); returns the final (SWA-stage) model file, the epochs, the training seconds and
-    the learning curve."""
+    """Train MACE in ``dtype`` on ``files[train]`` (validated on ``files[valid]``) for ``epochs`` (or as many as
+    a two-epoch probe says fit in ``budget_s``, :func:`epochs_in_budget`); returns the final (SWA-stage) model
+    file, the epochs, the training seconds and the learning curve (``seed``: MACE's training seed)."""
     if dtype not in DTYPES:
         raise ValueError(f"MACE dtype must be one of {DTYPES}, got {dtype!r}")
     out.mkdir(parents=True, exist_ok=True)
     python = mace_python()
-    command = [str(python.parent / "mace_run_train"), "--name", "aspirin", "--seed", "0", "--device", "cpu"]
-    command += ["--train_file", str(files["train_500K.extxyz"]), "--valid_file", str(files["valid_500K.extxyz"])]
+    command = [str(python.parent / "mace_run_train"), "--name", "mace", "--seed", str(seed), "--device", "cpu"]
+    command += ["--train_file", str(files[train]), "--valid_file", str(files[valid])]
     command += ["--energy_key", "REF_energy", "--forces_key", "REF_forces", "--E0s", "average"]
     command += ["--model", "MACE", "--hidden_irreps", "64x0e + 64x1o", "--num_interactions", "2"]
     command += ["--correlation", "3", "--r_max", "5.0", "--batch_size", "8", "--valid_batch_size", "32"]

@@ -32,9 +32,10 @@ def provenance_markdown(provenance: dict) -> str:
     machine = provenance["machine"]
     gpu = machine.get("gpu") or "no GPU"
     versions = ", ".join(f"{name} {version}" for name, version in provenance["packages"].items() if version)
+    commit = provenance["commit"][:12] + ("+dirty" if provenance["commit"].endswith("+dirty") else "")
     return (
         f"`{provenance['command']}`\n\n"
-        f"Measured {provenance['date']} at commit `{provenance['commit'][:12]}` on {machine['cpu']} "
+        f"Measured {provenance['date']} at commit `{commit}` on {machine['cpu']} "
         f"({machine['cores']} cores, {machine['torch_threads']} torch threads, {gpu}); {versions}; "
         f"wall time {provenance['wall_seconds'] / 60:.1f} min."
     )

@@ -12,16 +12,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-import torch
 from ase import Atoms
-
-from sciml.koopman.observables import dihedral_angles
 
 ROTOR = (0, 1, 2, 8)  # C-C-O-H in RDKit's order for CCO with hydrogens added
 
 
 def dihedrals(frames: Sequence[Atoms]) -> np.ndarray:
     """The C-C-O-H dihedral of each frame in degrees, in (-180, 180]."""
+    import torch  # here: rotor_profile also runs in MACE's environment, which has no sciml
+
+    from sciml.koopman.observables import dihedral_angles
+
     positions = torch.as_tensor(np.stack([frame.positions for frame in frames]))
     return np.degrees(dihedral_angles(positions, ROTOR).numpy())
 
@@ -57,9 +58,11 @@ def rotor_populations(trajectories: Sequence[Sequence[Atoms]]) -> dict:
     return {"trans_fraction": trans / frames, "transitions": transitions, "frames": frames}
 
 
-def rotor_profile(start: Atoms, calculator, angles: Sequence[float] = tuple(range(0, 181, 10))) -> dict:
-    """Relaxed scan of the dihedral: at each angle (degrees, 10° steps by default) the structure relaxed (BFGS,
-    fmax 0.01 eV/Å) with the dihedral held (``FixInternals``), continuing from the previous angle's structure.
+def rotor_profile(
+    start: Atoms, calculator, angles: Sequence[float] = tuple(range(0, 181, 10)), fmax: float = 0.01
+) -> dict:
+    """Relaxed scan of the dihedral: at each angle (degrees, 10° steps by default) the structure relaxed (BFGS
+    to ``fmax`` eV/Å) with the dihedral held (``FixInternals``), continuing from the previous angle's structure.
     Returns the angles, the energies relative to the lowest (meV), the gauche -> trans barrier and the
     trans - gauche difference (meV)."""
     from ase.constraints import FixInternals
@@ -71,7 +74,7 @@ def rotor_profile(start: Atoms, calculator, angles: Sequence[float] = tuple(rang
         atoms.set_dihedral(*ROTOR, angle, indices=[ROTOR[-1]])
         atoms.set_constraint(FixInternals(dihedrals_deg=[[atoms.get_dihedral(*ROTOR), list(ROTOR)]]))
         atoms.calc = calculator
-        BFGS(atoms, logfile=None).run(fmax=0.01, steps=300)
+        BFGS(atoms, logfile=None).run(fmax=fmax, steps=300)
         energies.append(atoms.get_potential_energy())
     relative = 1e3 * (np.array(energies) - min(energies))
     angles = np.asarray(angles, dtype=float)

@@ -27,6 +27,13 @@ minutes) of every row go on one plot. Results with provenance (commit, machine, 
     python scripts/bench_accuracy.py --ablation 10     # every E2Former variant, 10 minutes each
     python scripts/bench_accuracy.py --ablation 30 --epochs-e2former 8 --variants config one_stage   # same epochs
     python scripts/bench_accuracy.py --smoke --out /tmp/a --results /tmp/a   # one epoch of two batches, no MACE
+    python scripts/bench_accuracy.py --molecules --budget 15    # every molecule of _accuracy_molecules.py
+
+``--molecules [names]`` (``_accuracy_molecules.py``): the same comparison (MACE in float32) on several molecules,
+their data made with aspirin's recipe, two training seeds on ``--seeds-on``; results
+``accuracy_molecules_<budget>min.{json,md}``, last line ``RESULT force_mae_ratio_vs_mace_mean=<x>
+force_mae_ratio_vs_mace_worst=<x> energy_mae_ratio_vs_mace_mean=<x> energy_mae_ratio_vs_mace_worst=<x>
+systems=<n>``.
 
 Last line: RESULT force_mae_ratio_vs_best_mace=<x> energy_mae_ratio_vs_best_mace=<x>
 nve_drift_mev_per_atom_ps=<x> symmetric_site_max_force_f32=<x> (E2Former over the better MACE row, both test
@@ -207,8 +214,11 @@ def train_e2former(
     variant: Variant = ABLATION["config"],
     seed: int = 0,
     extra: tuple[str, ...] = (),
+    config: str = CONFIG,
 ) -> tuple[Path, int, float]:
-    sciml = [sys.executable, "-m", "sciml", "fit", "--config", CONFIG, "--trainer.enable_progress_bar=false"]
+    """Train ``config`` (with ``variant``'s overrides and ``extra``) for ``epochs``, or for as many as a probe
+    says fit in ``budget_s``; returns the last checkpoint, the epochs and the training seconds."""
+    sciml = [sys.executable, "-m", "sciml", "fit", "--config", config, "--trainer.enable_progress_bar=false"]
     sciml += [f"--seed_everything={seed}", *extra]
     sciml += ["--trainer.logger=lightning.pytorch.loggers.CSVLogger", "--trainer.callbacks+=" + CLOCK]
     sciml += ["--trainer.callbacks+=" + FIT_TO_TIME]
@@ -246,10 +256,25 @@ def probe_epochs(sciml: list[str], out: Path, budget_s: float) -> int:
     return epochs_in_budget([point["minutes"] * 60 for point in e2former_curve(folder)], budget_s)
 
 
-def evaluate(kind: str, model: Path, python: str, md_ps: float, log: Path, max_frames: int = 0) -> dict:
+def evaluate(
+    kind: str,
+    model: Path,
+    python: str,
+    md_ps: float,
+    log: Path,
+    max_frames: int = 0,
+    tests: list[Path] | None = None,
+    md_start: Path | None = None,
+    extra: tuple[str, ...] = (),
+) -> dict:
+    """Test errors on ``tests`` (default: aspirin's two halves) and an NVE run of ``md_ps`` from ``md_start``'s
+    first frame, through ``_accuracy_eval.py`` run by ``python`` (sciml's or MACE's environment) with ``extra``
+    arguments."""
+    tests = tests or [DATA / name for name in TESTS]
+    md_start = md_start or DATA / "valid_500K.extxyz"
     command = [python, str(SCRIPTS / "_accuracy_eval.py"), "--kind", kind, "--model", str(model)]
-    command += ["--test", *[str(DATA / name) for name in TESTS], "--md-start", str(DATA / "valid_500K.extxyz")]
-    command += ["--md-ps", str(md_ps), "--max-frames", str(max_frames)]
+    command += ["--test", *[str(path) for path in tests], "--md-start", str(md_start)]
+    command += ["--md-ps", str(md_ps), "--max-frames", str(max_frames), *extra]
     timed(command, log)
     line = next(line for line in log.read_text().splitlines() if line.startswith("JSON "))
     return json.loads(line[5:])
@@ -377,6 +402,10 @@ def main() -> None:
     parser.add_argument("--resume", action="store_true", help="reuse a model's finished stage (its stage.json)")
     parser.add_argument("--seed", type=int, default=0, help="with --ablation: the training seed (seed_everything)")
     parser.add_argument("--note", default="", help="a paragraph for the results file (e.g. how --resume assembled it)")
+    parser.add_argument("--molecules", nargs="*", help="instead: E2Former against MACE float32 on each molecule "
+                        "(none named: all of _accuracy_molecules.MOLECULES), --budget minutes each")  # fmt: skip
+    parser.add_argument("--seeds-on", nargs="*", default=["aspirin", "fluorophenyl_sulfonamide"],
+                        help="with --molecules: these get a second training seed (the spread)")  # fmt: skip
     add_result_arguments(parser)
     args = parser.parse_args()
     if args.mace_dtypes is None:
@@ -385,6 +414,9 @@ def main() -> None:
         args.epochs_e2former, args.epochs_mace, args.md_ps = 1, 1, 0.01
     out = Path(args.out).resolve()  # MACE runs in its own folder: relative paths would break
     out.mkdir(parents=True, exist_ok=True)
+    if args.molecules is not None:
+        over_molecules(args, out)
+        return
     generate_data()
     if args.ablation:
         tag = f"{args.epochs_e2former}_epochs" if args.epochs_e2former else f"{args.ablation:g}min"
@@ -394,6 +426,33 @@ def main() -> None:
             ablation(out / "ablation", args.ablation * 60, args.epochs_e2former, args.variants, args.seed, args.smoke)
         return
     compare(args, out)
+
+
+def over_molecules(args, out: Path) -> None:
+    """``--molecules``: E2Former against MACE on several molecules (``_accuracy_molecules.py``)."""
+    from _accuracy_molecules import HEADER, MOLECULES, compare_molecules, molecule_rows
+
+    unknown = sorted(set(args.molecules) - set(MOLECULES))
+    if unknown:
+        raise SystemExit(f"unknown molecules {unknown}; known: {sorted(MOLECULES)}")
+    molecules = args.molecules or list(MOLECULES)
+    if args.smoke:
+        molecules, args.md_ps = ["ethanol"], 0.01
+    records = compare_molecules(molecules, args.seeds_on, out, args.budget * 60, args.md_ps, args.smoke)
+    rows, result = molecule_rows(records)
+    table = markdown_table(HEADER, rows, "llrrrlrr")
+    print(f"\n{args.budget:g} min per model per molecule, 2 CPU cores:\n{table}")
+    sections = [
+        f"Each molecule: GFN2-xTB Langevin MD data made as aspirin's (train 1500 frames at 500 K, validation 300, "
+        f"tests 500 at 400 K and 500 at 600 K, independent runs). E2Former: `{CONFIG}` with the data paths "
+        f"changed; MACE 0.3.16 float32; {args.budget:g} min of wall-clock training each (epochs from a two-epoch "
+        "probe), one window, the same cores. Ratios: E2Former over MACE at the same seed, both test files.",
+        table,
+    ] + ([args.note] if args.note else [])
+    name = f"accuracy_molecules_{args.budget:g}min" + ("_smoke" if args.smoke else "")
+    title = f"E2Former against MACE over {len(records)} molecules, {args.budget:g} min each" + (
+        " (smoke run)" if args.smoke else "")  # fmt: skip
+    write_results(name, title, sections, records, result, args.results)
 
 
 def compare(args, out: Path) -> None:

@@ -1,4 +1,5 @@
-"""The DFT oracle against the plain PySCF call: seconds per energy + forces label, and what the speed costs.
+"""DFT quality with the fewest DFT calls: the oracle against the plain PySCF call, then every route to a DFT-level
+model of ethanol side by side.
 
 Stage ``oracle`` (issue 56, deliverable 1). For ethanol (9 atoms), paracetamol (20) and ibuprofen (33), a few
 frames an active-learning round would pick (GFN2-xTB Langevin MD at 500 K from the MMFF94 structure, frames
@@ -14,20 +15,33 @@ cores:
 Reported per molecule and level: seconds per label (mean over the frames), SCF cycles, and the largest energy
 (Ha) and force (eV/Å) difference between the two (density fitting's error; the guess changes nothing beyond
 ``conv_tol``). Each (molecule, level, way) is cached in ``--work`` as it finishes, so the benchmark resumes.
+Results: ``benchmarks/results/dft_oracle.{json,md}``.
 
-    python scripts/bench_dft.py                      # ~40 min on 2 CPU cores
-    python scripts/bench_dft.py --molecules ethanol --levels pbe --frames 2
-    python scripts/bench_dft.py --smoke --results /tmp/dft --work /tmp/dft-work   # water, STO-3G: seconds
+Stage ``routes`` (deliverables 2-4; ``_dft_routes.py``): on ``data/<name>_dft/`` (made by
+``generate_dft_sets.py`` when missing, ~1 h for ethanol), passive E2Former at several sizes, MACE on the largest
+passive set, a DFT - GFN2-xTB difference model, on-the-fly learning with DFT alone and the two-level route
+(``configs/learn/<name>_dft.yaml``), each tested at 400 K and 600 K. Each route is cached in
+``<work>/routes_<name>/<route>/stage.json`` as it finishes: a run stopped anywhere resumes at the next route.
+Results: ``benchmarks/results/dft_routes_<name>.{json,md,png}``.
 
-Results with provenance: ``benchmarks/results/dft_oracle.{json,md}``. Last line: ``RESULT
-oracle_speedup_vs_plain_pyscf=<x> (the largest molecule at PBE/def2-SVP) oracle_speedup_<molecule>_<level>=<x>
-... density_fit_energy_error_ha=<max> density_fit_force_error_ev_per_a=<max>``.
+    python scripts/bench_dft.py                                  # both stages; hours on 2 CPU cores, resumable
+    python scripts/bench_dft.py --stages oracle --molecules ethanol --levels pbe --frames 2
+    python scripts/bench_dft.py --stages routes --routes passive_1000 mace_1000 --budget 10
+    python scripts/bench_dft.py --smoke --results /tmp/dft --work /tmp/dft-work   # water, STO-3G: minutes
+
+Last line (routes): ``RESULT dft_calls_ratio_vs_passive=<x> force_mae_ratio_vs_passive=<x>
+force_mae_ratio_vs_mace_same_labels=<x> oracle_speedup_vs_plain_pyscf=<x> minutes_to_dft_model=<x>`` (the
+two-level route against the largest passive set; E2Former against MACE on that set; the oracle stage's speedup on
+the largest molecule; the two-level route's minutes, both levels). With ``--stages oracle`` alone: the oracle
+stage's values (``oracle_speedup_<molecule>_<level>``, density fitting's largest errors).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -41,6 +55,12 @@ from ase.md.velocitydistribution import MaxwellBoltzmannDistribution
 from sciml.active import DFTLevel, PySCFCalculator, molecule_from_smiles
 
 MOLECULES = {"ethanol": "CCO", "paracetamol": "CC(=O)Nc1ccc(O)cc1", "ibuprofen": "CC(C)Cc1ccc(cc1)C(C)C(=O)O"}
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("pyscf", "pyscf-dispersion", "tblite", "torch", "ase", "numpy", "sciml")
+ROUTE_SMILES = {"ethanol": "CCO"}  # molecules with DFT sets (data/<name>_dft) and configs (<name>_dft.yaml)
+# passive sizes, MACE on the largest, the difference model, then the two learning routes
+ROUTES = ["passive_1000", "mace_1000", "two_level", "passive_100", "passive_250", "delta_100", "dft_alone"]
+TEST_NAMES = ["400 K", "600 K"]
 LEVELS = {
     "pbe": {"xc": "PBE", "basis": "def2-SVP"},
     "b3lyp-d3bj": {"xc": "B3LYP", "basis": "def2-SVP", "dispersion": "d3bj"},
@@ -91,20 +111,8 @@ def cached(path: Path, compute, *args) -> dict:
     return value
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--molecules", nargs="+", default=list(MOLECULES), choices=list(MOLECULES))
-    parser.add_argument("--levels", nargs="+", default=list(LEVELS), choices=list(LEVELS))
-    parser.add_argument("--frames", type=int, default=4, help="frames per molecule (3 for the largest)")
-    parser.add_argument("--hybrid-on", nargs="*", default=["ethanol", "paracetamol"],
-                        help="molecules labelled at the hybrid level too (its plain call is the longest)")  # fmt: skip
-    parser.add_argument("--spacing-fs", type=float, default=50.0)
-    parser.add_argument("--work", default="runs/bench_dft", help="cache of frames and labels (resumes)")
-    parser.add_argument("--results", default=str(RESULTS))
-    parser.add_argument("--smoke", action="store_true", help="water at PBE/STO-3G, 2 frames: checks the path")
-    args = parser.parse_args()
-    work = Path(args.work)
-    work.mkdir(parents=True, exist_ok=True)
+def oracle_stage(args: argparse.Namespace, work: Path) -> dict[str, float]:
+    """The oracle against the plain PySCF call: the table, ``dft_oracle.{json,md}``; returns its RESULT values."""
     molecules, levels = {name: MOLECULES[name] for name in args.molecules}, {k: LEVELS[k] for k in args.levels}
     if args.smoke:
         molecules, levels, args.frames = {"water": "O"}, {"pbe": {"xc": "PBE", "basis": "sto-3g"}}, 2
@@ -152,8 +160,102 @@ def main() -> None:
     result["density_fit_energy_error_ha"] = max(v["energy_difference_ha"] for v in data.values())
     result["density_fit_force_error_ev_per_a"] = max(v["force_difference_ev_per_a"] for v in data.values())
     title = "The DFT oracle against the plain PySCF call" + (" (smoke run)" if args.smoke else "")
-    write_results("dft_oracle", title, sections, data, result, args.results,
-                  packages=("pyscf", "pyscf-dispersion", "tblite", "torch", "ase", "numpy", "sciml"))  # fmt: skip
+    write_results("dft_oracle", title, sections, data, result, args.results, packages=PACKAGES, print_result=False)
+    return result
+
+
+def routes_stage(args: argparse.Namespace, work: Path, oracle_speedup: float) -> None:
+    """Every route of ``_dft_routes`` on ``args.name``'s DFT sets: the table, the plot, ``dft_routes_<name>``."""
+    from _dft_routes import HEADER, Routes, mean_force_mae, plot_routes, result_line, route_rows, xtb_ms_per_step
+
+    name, data = ("water", work / "water_dft") if args.smoke else (args.name, ROOT / "data" / f"{args.name}_dft")
+    chosen = ["passive_8", "delta_8", "two_level"] if args.smoke else args.routes
+    needed = ["test_400K", "test_600K", "valid_500K"]
+    needed += ["pool_500K"] if any(route.split("_")[0] in ("passive", "delta", "mace") for route in chosen) else []
+    if not all((data / f"{file}.extxyz").exists() for file in needed):
+        command = [sys.executable, str(ROOT / "scripts" / "generate_dft_sets.py"), "--smiles",
+                   ROUTE_SMILES.get(name, "O"), "--name", name, "--out", str(data), "--label-cache",
+                   args.label_cache]  # fmt: skip
+        if args.smoke:
+            command += ["--basis", "sto-3g", "--pool", "8", "--valid", "2", "--test", "3"]
+        print("+ " + " ".join(command), flush=True)
+        subprocess.run(command, check=True)
+    routes = Routes(name, data, work / f"routes_{name}", args.budget * 60, args.md_ps, Path(args.label_cache),
+                    args.smoke)  # fmt: skip
+    records = {}
+    for route in chosen:
+        records[route] = routes.stage(route)
+        print(f"{route}: {records[route]['dft_calls']} DFT calls, test force MAE "
+              f"{mean_force_mae(records[route]):.1f} meV/Å", flush=True)  # fmt: skip
+    xtb_ms = xtb_ms_per_step(ase.io.read(data / "valid_500K.extxyz", index=0))
+    stem = f"dft_routes_{name}" + ("_smoke" if args.smoke else "")
+    figure = Path(args.results) / f"{stem}.png"
+    figure.parent.mkdir(parents=True, exist_ok=True)
+    plot_routes(records, figure, f"{name}, PBE/def2-SVP: test force error against DFT calls")
+    scan = routes.reference_scan()
+    scan_text = f"{scan['barrier_gauche_to_trans_mev']:.0f} meV" if scan else "not scanned (smoke run)"
+    provenance = json.loads((data / "test_400K.extxyz.provenance.json").read_text())
+    pool = data / "pool_500K.extxyz.provenance.json"
+    speed = ""
+    if pool.exists():
+        pool_provenance = json.loads(pool.read_text())
+        speed = (f"The pool was labelled at {routes.label_seconds():.1f} s a frame (wall time over the labels "
+                 f"computed) on {pool_provenance['workers']} one-thread workers. ")  # fmt: skip
+    sections = [
+        f"{name} at {provenance['method'].split('labels: ')[-1]}: test sets of {', '.join(TEST_NAMES)} "
+        f"(`{data.relative_to(ROOT) if data.is_relative_to(ROOT) else data}`, made by "
+        "`scripts/generate_dft_sets.py`: geometries of separate GFN2-xTB Langevin MD runs, DFT labels). "
+        f"{speed}Every training: {args.budget:g} min of wall-clock time "
+        "(epochs from a two-epoch probe); learning routes: `sciml learn --config "
+        f"{routes.learn_config.relative_to(ROOT)}` (`--pretrain none`: DFT alone), their time budget in the config. "
+        "Delta rows learn DFT - GFN2-xTB and are tested as GFN2-xTB + model (exactly the model's error on the "
+        "difference labels); their MD needs a GFN2-xTB call every step besides the model. NVE: velocity Verlet, "
+        f"0.5 fs, {args.md_ps:g} ps from the first validation frame at 500 K. C-C-O-H barrier: gauche -> trans "
+        "on a relaxed scan of the dihedral (0-180°, 20° steps, BFGS to 0.02 eV/Å) from the first validation "
+        f"frame; {name}'s own at the DFT level: {scan_text}.",
+        markdown_table(HEADER, route_rows(records, xtb_ms), "lrrrrrlrrrrl"),
+        f"Test force MAE against DFT calls, every route (learning routes: each round's model, then the final "
+        f"one): ![routes]({figure.name})",
+    ]
+    result = result_line(records, oracle_speedup)
+    title = f"Routes to a DFT-level model of {name}" + (" (smoke run)" if args.smoke else "")
+    write_results(
+        stem, title, sections, {"routes": records, "dft_rotor_scan": scan}, result, args.results, packages=PACKAGES
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--stages", nargs="+", default=["oracle", "routes"], choices=["oracle", "routes"])
+    parser.add_argument("--molecules", nargs="+", default=list(MOLECULES), choices=list(MOLECULES))
+    parser.add_argument("--levels", nargs="+", default=list(LEVELS), choices=list(LEVELS))
+    parser.add_argument("--frames", type=int, default=4, help="frames per molecule (3 for the largest)")
+    parser.add_argument("--hybrid-on", nargs="*", default=["ethanol", "paracetamol"],
+                        help="molecules labelled at the hybrid level too (its plain call is the longest)")  # fmt: skip
+    parser.add_argument("--spacing-fs", type=float, default=50.0)
+    parser.add_argument("--name", default="ethanol", choices=list(ROUTE_SMILES), help="routes: the molecule")
+    parser.add_argument("--routes", nargs="+", default=ROUTES, help="routes: passive_N, mace_N, delta_N, "
+                        "dft_alone, two_level (in this order)")  # fmt: skip
+    parser.add_argument("--budget", type=float, default=10.0, help="routes: training minutes per passive model")
+    parser.add_argument("--md-ps", type=float, default=5.0, help="routes: ps of each final model's NVE run")
+    parser.add_argument("--label-cache", default="runs/dft_labels", help="DFT labels keyed by geometry and level")
+    parser.add_argument("--work", default="runs/bench_dft", help="cache of frames, labels and models (resumes)")
+    parser.add_argument("--results", default=str(RESULTS))
+    parser.add_argument("--smoke", action="store_true", help="water at PBE/STO-3G, a few frames: checks the path")
+    args = parser.parse_args()
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    if args.smoke:
+        args.label_cache, args.md_ps = str(work / "dft_labels"), 0.01
+    oracle = oracle_stage(args, work) if "oracle" in args.stages else {}
+    if "routes" in args.stages:
+        speedup = oracle.get("oracle_speedup_vs_plain_pyscf")
+        if speedup is None and (Path(args.results) / "dft_oracle.json").exists():
+            speedup = json.loads((Path(args.results) / "dft_oracle.json").read_text())["result"][
+                "oracle_speedup_vs_plain_pyscf"]  # fmt: skip
+        routes_stage(args, work, float("nan") if speedup is None else speedup)
+    else:
+        print("RESULT " + " ".join(f"{key}={value:.4g}" for key, value in oracle.items()))
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ SMOKE = {
     "bench_llpr.py": ("llpr", ["--out", "{tmp}/work"]),
     "bench_replicas.py": ("replicas", []),
     "bench_kinetics.py": ("kinetics", ["--work", "{tmp}/work"]),
-    "bench_dft.py": ("dft_oracle", ["--work", "{tmp}/work"]),
+    "bench_dft.py": ("dft_routes_water_smoke", ["--work", "{tmp}/work"]),
 }
 
 
@@ -58,6 +58,21 @@ def test_benchmark_smoke_run_writes_results_with_provenance(script, tmp_path):
     assert markdown.startswith("# ") and "| --- |" in markdown.replace("---:", "---") and "`RESULT " in markdown
 
 
+def test_the_accuracy_benchmark_over_molecules_runs_in_its_smoke_mode(tmp_path):
+    """``bench_accuracy.py --molecules``: data made with aspirin's recipe for another molecule (ethanol, short
+    runs), the defaults trained on it, the table and the ratios' RESULT line (NaN without MACE)."""
+    command = [sys.executable, str(SCRIPTS / "bench_accuracy.py"), "--smoke", "--molecules", "--results",
+               str(tmp_path), "--out", str(tmp_path / "work")]  # fmt: skip
+    environment = {**os.environ, "OMP_NUM_THREADS": subprocess_threads(), "MPLBACKEND": "Agg"}
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600, env=environment)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-5000:]
+    assert result.stdout.strip().splitlines()[-1].startswith("RESULT force_mae_ratio_vs_mace_mean=")
+    record = json.loads((tmp_path / "accuracy_molecules_40min_smoke.json").read_text())
+    run = record["results"]["ethanol"]["e2former_seed0"]
+    assert run["epochs"] == 1 and len(run["test"]) == 2 and record["result"]["systems"] == 1
+    assert all(half["frames"] > 0 and half["force_mae_mev_per_a"] > 0 for half in run["test"].values())
+
+
 def test_accuracy_rows_are_compared_at_the_shortest_rows_training_time():
     """bench_accuracy's equal-time figure: each curve interpolated at the shortest run's last validation."""
     sys.path.insert(0, str(SCRIPTS))
@@ -73,6 +88,40 @@ def test_accuracy_rows_are_compared_at_the_shortest_rows_training_time():
     assert minutes == 3.0 and at == {"long": 30.0, "short": 30.0}
     assert epochs_trained({"epochs": 3, "curve": curve}) == "3"  # a run cut by max_time says so
     assert epochs_trained({"epochs": 4, "curve": curve}) == "3 of 4"
+
+
+def test_dft_routes_compare_the_two_level_route_with_the_largest_passive_set_and_mace_on_it():
+    """bench_dft's RESULT: the two-level route over the largest passive set (calls and force error), E2Former
+    over MACE on that set; a difference label is DFT - GFN2-xTB."""
+    from ase import Atoms
+    from ase.calculators.singlepoint import SinglePointCalculator
+
+    sys.path.insert(0, str(SCRIPTS))
+    try:
+        from _dft_routes import difference, result_line
+    finally:
+        sys.path.remove(str(SCRIPTS))
+
+    def record(calls: int, force_400: float, force_600: float) -> dict:
+        halves = {"test_400K.extxyz": (force_400, 100), "test_600K.extxyz": (force_600, 300)}
+        test = {name: {"force_mae_mev_per_a": f, "frames": n} for name, (f, n) in halves.items()}
+        return {"dft_calls": calls, "test": test, "minutes": {"oracle": 3.0, "training": 10.0, "pretrain_md": 2.0}}
+
+    records = {"passive_100": record(100, 40, 40), "passive_1000": record(1000, 20, 30),
+               "mace_1000": record(1000, 25, 35), "two_level": record(90, 21, 29)}  # fmt: skip
+    result = result_line(records, 2.5)
+    assert result["dft_calls_ratio_vs_passive"] == pytest.approx(0.09)
+    assert result["force_mae_ratio_vs_passive"] == pytest.approx((21 + 3 * 29) / (20 + 3 * 30))
+    assert result["force_mae_ratio_vs_mace_same_labels"] == pytest.approx((20 + 3 * 30) / (25 + 3 * 35))
+    assert result["minutes_to_dft_model"] == 15.0 and result["oracle_speedup_vs_plain_pyscf"] == 2.5
+    assert np.isnan(result_line({"passive_100": records["passive_100"]}, 1.0)["dft_calls_ratio_vs_passive"])
+    frame = Atoms("H2", [[0, 0, 0], [0, 0, 0.74]])
+    frame.info["xtb_energy"], frame.arrays["xtb_forces"] = -1.0, np.ones((2, 3))
+    frame.calc = SinglePointCalculator(frame, energy=-31.0, forces=np.full((2, 3), 3.0))
+    delta = difference(frame)
+    assert delta.get_potential_energy() == -30.0 and np.allclose(delta.get_forces(), 2.0)
+    with pytest.raises(ValueError, match="without xtb_energy"):
+        difference(delta)
 
 
 def test_kinetics_training_frames_cover_the_rotor():

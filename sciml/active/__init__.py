@@ -6,6 +6,7 @@
 from sciml.active.dft import DFTLevel, PySCFCalculator, pyscf_dft
 from sciml.active.exploration import Candidate, Exploration, ExplorationSettings, explore, select_frames
 from sciml.active.label_cache import LabelCache
+from sciml.active.labelling import Labeller, local_pool
 from sciml.active.loop import ActiveLearning, LearningSettings
 from sciml.active.oracles import Oracle, OracleFailure, gfn2_xtb, oracle_by_name
 from sciml.active.store import LabelStore
@@ -24,10 +25,12 @@ __all__ = [
     "PySCFCalculator",
     "DFTLevel",
     "LabelCache",
+    "Labeller",
     "TrainingSettings",
     "conformers_from_smiles",
     "explore",
     "gfn2_xtb",
+    "local_pool",
     "molecule_from_smiles",
     "oracle_by_name",
     "pyscf_dft",

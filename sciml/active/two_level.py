@@ -11,7 +11,9 @@ expensive-level model needs it.
    uncertainty chooses the frames the expensive oracle labels.
 
 ``two_level.json`` records the oracle calls and the phase clocks (oracle, training, MD) of each level, so the
-time split between the levels is read, not estimated. Both stages resume like any run.
+time split between the levels is read, not estimated. Both stages resume like any run. The expensive level's loop
+is built once the cheap one has finished, from the minutes the cheap level spent (its phase clocks' sum), so that
+one time budget can cover both levels.
 """
 
 from __future__ import annotations
@@ -49,17 +51,18 @@ def spread_frames(frames: Sequence[Atoms], count: int) -> list[int]:
 def learn_on_two_levels(
     directory: str | Path,
     cheap: Callable[[Path], ActiveLearning],
-    expensive: Callable[[Path], ActiveLearning],
+    expensive: Callable[[Path, float], ActiveLearning],
     start: Atoms | Sequence[Atoms],
     report: Callable[[str], None] = print,
 ) -> Path:
     """The run of the module docstring in ``directory``; ``cheap(folder)`` and ``expensive(folder)`` build the
-    two loops (their oracles and settings) in a folder. Returns the expensive level's final model."""
+    two loops (their oracles and settings) in a folder, ``expensive(folder, minutes)`` given the minutes the
+    cheap level spent. Returns the expensive level's final model."""
     directory = Path(directory)
     pretraining = cheap(directory / "pretrain")
     report(f"level 1 of 2: learning with {pretraining.oracle.name} in {pretraining.directory}")
     pretrained = pretraining.run(start)
-    final = expensive(directory)
+    final = expensive(directory, sum(pretraining.state.seconds.values()) / 60)
     frames = pretraining.store.labelled
     seeds = [frames[index] for index in spread_frames(frames, final.settings.seed_frames)]
     report(f"level 2 of 2: {final.oracle.name} on {len(seeds)} frames of level 1 spread over its store, then "

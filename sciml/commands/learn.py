@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
+import os
 import sys
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from functools import partial
 from pathlib import Path
 
@@ -29,7 +28,7 @@ from tqdm import tqdm
 
 from sciml.active.exploration import ExplorationSettings
 from sciml.active.label_cache import LabelCache
-from sciml.active.labelling import Labeller
+from sciml.active.labelling import Labeller, local_pool
 from sciml.active.loop import LearningSettings
 from sciml.active.training import COMMITTEE_DATA, UNCERTAINTIES, TrainingSettings
 from sciml.commands.options import add_index, add_renamed, renamed_config_keys
@@ -63,7 +62,7 @@ def add_learning_arguments(parser: argparse.ArgumentParser) -> None:
     oracle.add_argument("--basis", default="def2-SVP", help="pyscf: basis set")
     oracle.add_argument("--charge", type=int, default=0, help="pyscf: total charge")
     oracle.add_argument("--spin", type=int, default=0, help="pyscf: 2S (unpaired electrons)")
-    oracle.add_argument("--pretrain", choices=("gfn2-xtb",),
+    oracle.add_argument("--pretrain", choices=("gfn2-xtb", "none"),
                         help="learn with this cheap oracle first (in <output>/pretrain), then with --oracle from "
                              "its model and frames: the expensive labels only where its model needs them")  # fmt: skip
     oracle.add_argument("--dispersion", default="none", choices=("none", "d3bj", "d4"),
@@ -72,8 +71,9 @@ def add_learning_arguments(parser: argparse.ArgumentParser) -> None:
                         help="pyscf: density fitting of the two-electron integrals")  # fmt: skip
     oracle.add_argument("--label-cache", help="folder of oracle labels keyed by geometry and level, shared by runs: "
                         "a frame labelled before at the same level is read, not computed")  # fmt: skip
-    oracle.add_argument("--label-workers", type=int, default=0,
-                        help="label a round's picks in this many worker processes (0: one by one, here)")  # fmt: skip
+    oracle.add_argument("--label-workers", type=int,
+                        help="label a round's picks in this many one-thread worker processes (0: one by one, "
+                             "here; default: one per core for pyscf, 0 for gfn2-xtb)")  # fmt: skip
     md = parser.add_argument_group("exploration (ML Langevin MD)")
     defaults = ExplorationSettings()
     md.add_argument("--temperature", type=float, default=defaults.temperature, help="K: the target")
@@ -115,7 +115,11 @@ def add_learning_arguments(parser: argparse.ArgumentParser) -> None:
              help="frames of the final model's MD, labelled, that refit its uncertainty scales (0: none)")  # fmt: skip
     add_loop("--time-budget", type=float, default=loop_defaults.time_budget_min,
              help="minutes (oracle, training, MD) to write the final model in, calibrated and confirmed: "
-                  "a round starts only if it and the final stage fit; the final training gets the rest")  # fmt: skip
+                  "a round starts only if it and the final stage fit; the final training gets the rest "
+                  "(with --pretrain: both levels together)")  # fmt: skip
+    add_loop("--pretrain-budget", type=float,
+             help="with --pretrain and --time-budget: minutes of the cheap level (default a third of "
+                  "--time-budget); the expensive level gets the rest of --time-budget")  # fmt: skip
     training = TrainingSettings()
     add_loop("--preset", default=training.preset, choices=("small", "medium", "large"), help="E2Former size")
     add_loop("--uncertainty", default=training.uncertainty, choices=UNCERTAINTIES)
@@ -149,6 +153,7 @@ def parse(args: list[str], build: Callable[[], argparse.ArgumentParser] = parser
             raise SystemExit(f"{first.prog}: {known.config}: unknown options {unknown}")
         first.set_defaults(**values)
     options = first.parse_args(args)
+    options.pretrain = None if options.pretrain == "none" else options.pretrain  # a config's pretrain, turned off
     if sum(value is not None for value in (options.smiles, options.structure, options.dataset)) != 1:
         first.error("give exactly one of --smiles, --structure or --dataset")
     if options.conformers < 1 or (options.conformers > 1 and not options.smiles):
@@ -179,15 +184,25 @@ def two_levels(options: argparse.Namespace) -> dict:
         sys.exit("sciml: --pretrain explores from a structure: give --smiles or --structure, not --dataset")
     bars = []
 
-    def loop_with(oracle: str) -> Callable[[Path], object]:
-        def build(folder: Path):
-            loop, _, _, bar = learning_loop(options, folder, oracle, started)
+    total = options.time_budget
+    cheap_budget = options.pretrain_budget or (total / 3 if total else None)
+    if total and not 0 < cheap_budget < total:
+        sys.exit(f"sciml: --pretrain-budget must be between 0 and --time-budget ({total:g} min), got {cheap_budget:g}")
+
+    def loop_with(oracle: str, budget: Callable[[float], float | None]) -> Callable[..., object]:
+        def build(folder: Path, spent_minutes: float = 0.0):
+            level = argparse.Namespace(**{**vars(options), "time_budget": budget(spent_minutes)})
+            loop, _, _, bar = learning_loop(level, folder, oracle, started)
             bars.append(bar)
             return loop
 
         return build
 
-    learn_on_two_levels(options.output, loop_with(options.pretrain), loop_with(options.oracle), starts, tqdm.write)
+    def rest(spent_minutes: float) -> float | None:  # the expensive level: what the cheap one left, at least 1/3
+        return None if total is None else max(total - spent_minutes, total / 3)
+
+    cheap, expensive = loop_with(options.pretrain, lambda _: cheap_budget), loop_with(options.oracle, rest)
+    learn_on_two_levels(options.output, cheap, expensive, starts, tqdm.write)
     for bar in bars:
         bar.close()
     summary = json.loads((Path(options.output) / "two_level.json").read_text())
@@ -259,9 +274,11 @@ def learning_loop(
         if step % 20 == 0:
             bar.set_postfix_str(f"σ_F,max {uncertainty:.3f} eV/Å")
 
-    # spawned workers: a fork of a process whose OpenMP runtime has run (PySCF, torch) can hang in the child
-    spawn = multiprocessing.get_context("spawn")
-    executor = ProcessPoolExecutor(options.label_workers, mp_context=spawn) if options.label_workers > 0 else None
+    workers = options.label_workers
+    if workers is None:  # PySCF: a 9-20-atom label is no faster on two threads than on one (docs/active.md)
+        cores = os.cpu_count() or 1
+        workers = cores if oracle_name == "pyscf" and cores > 1 else 0
+    executor = local_pool(workers) if workers > 0 else None
     loop = ActiveLearning(directory or options.output, oracle, settings, report=tqdm.write, on_md_step=on_md_step,
                           labeller=partial(Labeller, executor=executor))  # fmt: skip
     return loop, starts, dataset, bar

@@ -7,6 +7,7 @@ import contextlib
 import json
 import math
 import multiprocessing
+import os
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
@@ -175,6 +176,35 @@ def test_sciml_learn_passes_the_dft_level_the_label_cache_and_the_workers_on(tmp
     assert isinstance(loop.labeller.executor, ProcessPoolExecutor)
     loop.labeller.executor.shutdown()
     assert starts[0].get_chemical_formula() == "H2O"
+    default = parse(["--smiles", "O", "--oracle", "pyscf", "--output", str(tmp_path / "run"), "--no-progress"])
+    loop, _, _, bar = learning_loop(default)  # PySCF: one one-thread worker per core unless told otherwise
+    bar.close()
+    cores = os.cpu_count() or 1
+    assert (loop.labeller.executor is None) if cores == 1 else (loop.labeller.executor._max_workers == cores)
+    if loop.labeller.executor is not None:
+        loop.labeller.executor.shutdown()
+    xtb = parse(["--smiles", "O", "--output", str(tmp_path / "xtb"), "--no-progress"])
+    loop, _, _, bar = learning_loop(xtb)
+    bar.close()
+    assert loop.labeller.executor is None  # GFN2-xTB: milliseconds a label, labelled here
+
+
+def test_a_local_pools_workers_share_the_cores_blas_and_openmp_included():
+    """Two workers on this machine's cores: each limits its BLAS (loaded before the initializer, by the spawned
+    worker's imports) and OpenMP to cores // 2 threads."""
+    from threadpoolctl import threadpool_info
+
+    from sciml.active import local_pool
+
+    expected = max(1, (os.cpu_count() or 1) // 2)
+    with local_pool(2) as pool:
+        environment = pool.submit(os.getenv, "OMP_NUM_THREADS").result()
+        libraries = pool.submit(threadpool_info).result()
+    assert environment == str(expected)
+    blas = [library for library in libraries if library["user_api"] == "blas"]
+    assert blas and all(library["num_threads"] == expected for library in blas)
+    with pytest.raises(ValueError, match="at least one worker"):
+        local_pool(0)
 
 
 class ShiftedXTB(Oracle):
@@ -218,7 +248,7 @@ def test_two_levels_fine_tune_the_cheap_levels_model_on_frames_spread_over_its_s
         tmp_path,
         lambda folder: ActiveLearning(folder, gfn2_xtb(), tiny_settings(rounds=1, uncertainty="last-layer"),
                                       report=lambda line: None, trainer=trainer),
-        lambda folder: ActiveLearning(folder, expensive, settings, report=lambda line: None, trainer=trainer),
+        lambda folder, spent: ActiveLearning(folder, expensive, settings, report=lambda line: None, trainer=trainer),
         WATER, report=lambda line: None,
     )  # fmt: skip
     assert model == tmp_path / "model.ckpt" and (tmp_path / "pretrain" / "model.ckpt").exists()
@@ -264,3 +294,29 @@ def test_sciml_learn_pretrain_runs_both_levels_and_reports_the_split(tmp_path):
     assert summary["model"] == str(tmp_path / "model.ckpt") and (tmp_path / "pretrain" / "model.ckpt").exists()
     assert [level["oracle_calls"] for level in summary["levels"]] == [4 + 1, 4 + 1]  # seeds, one pick (spacing)
     assert json.loads((tmp_path / "summary.json").read_text()) == summary
+
+
+def test_one_time_budget_covers_both_levels(tmp_path, monkeypatch):
+    """--time-budget is the whole run's: the cheap level gets --pretrain-budget (default a third), the expensive
+    one what the cheap level left (at least a third); --pretrain none turns a config's pretraining off."""
+    from sciml.active import two_level
+    from sciml.commands import learn
+
+    built = {}
+
+    def capture(directory, cheap, expensive, start, report):
+        built["cheap"] = cheap(tmp_path / "pretrain").settings.time_budget_min
+        built["expensive"] = expensive(tmp_path, 25.0).settings.time_budget_min
+        built["overrun"] = expensive(tmp_path / "late", 50.0).settings.time_budget_min
+        (tmp_path / "two_level.json").write_text("{}")
+
+    monkeypatch.setattr(two_level, "learn_on_two_levels", capture)
+    base = ["--smiles", "O", "--pretrain", "gfn2-xtb", "--oracle", "gfn2-xtb", "--no-progress", "--output",
+            str(tmp_path), "--time-budget", "60"]  # fmt: skip
+    learn.main(base)
+    assert built == {"cheap": 20.0, "expensive": 35.0, "overrun": 20.0}
+    learn.main([*base, "--pretrain-budget", "15"])
+    assert built["cheap"] == 15.0
+    with pytest.raises(SystemExit, match="--pretrain-budget must be between 0 and --time-budget"):
+        learn.main([*base, "--pretrain-budget", "60"])
+    assert learn.parse(["--smiles", "O", "--pretrain", "none"]).pretrain is None

@@ -242,6 +242,11 @@ def test_the_learn_config_runs_on_a_tiny_budget_and_writes_the_checkpoint_store_
 def test_the_learn_config_parses_and_unknown_keys_are_refused(tmp_path):
     options = learn.parse(["--config", str(ROOT / "configs" / "learn" / "aspirin.yaml"), "--rounds", "3"])
     assert options.smiles == "CC(=O)Oc1ccccc1C(=O)O" and options.temperature == 500 and options.rounds == 3
+    config = str(ROOT / "configs" / "learn" / "ethanol_dft.yaml")  # bench_dft's two-level route
+    dft = learn.parse(["--config", config])
+    assert (dft.smiles, dft.oracle, dft.pretrain, dft.basis, dft.time_budget) == ("CCO", "pyscf", "gfn2-xtb",
+                                                                                  "def2-SVP", 55)  # fmt: skip
+    assert learn.parse(["--config", config, "--pretrain", "none"]).pretrain is None  # its DFT-alone route
     bad = tmp_path / "bad.yaml"
     bad.write_text("smiles: O\ntemprature: 500\n")
     with pytest.raises(SystemExit, match="unknown options \\['temprature'\\]"):
