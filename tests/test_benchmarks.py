@@ -33,14 +33,24 @@ SMOKE = {
     "bench_kinetics.py": ("kinetics", ["--work", "{tmp}/work"]),
     "bench_dft.py": ("dft_routes_water_smoke", ["--work", "{tmp}/work"]),
 }
+# smoke runs of minutes, in their own test file so that `pytest -n 2 --dist loadfile` gives them the other worker
+ELSEWHERE = {"bench_dft.py": "tests/test_benchmark_routes.py"}
 
 
 def test_every_benchmark_script_has_a_smoke_run():
     assert sorted(p.name for p in SCRIPTS.glob("bench_*.py")) == sorted(SMOKE)
 
 
-@pytest.mark.parametrize("script", sorted(SMOKE), ids=[s.removesuffix(".py") for s in sorted(SMOKE)])
+HERE = sorted(set(SMOKE) - set(ELSEWHERE))
+
+
+@pytest.mark.parametrize("script", HERE, ids=[s.removesuffix(".py") for s in HERE])
 def test_benchmark_smoke_run_writes_results_with_provenance(script, tmp_path):
+    smoke_run(script, tmp_path)
+
+
+def smoke_run(script: str, tmp_path) -> dict:
+    """Run ``script --smoke`` and check its results files; returns the JSON record."""
     stem, extra = SMOKE[script]
     command = [sys.executable, str(SCRIPTS / script), "--smoke", "--results", str(tmp_path)]
     command += [argument.format(tmp=tmp_path) for argument in extra]
@@ -56,21 +66,7 @@ def test_benchmark_smoke_run_writes_results_with_provenance(script, tmp_path):
     assert record["result"], "no RESULT values recorded"
     markdown = (tmp_path / f"{stem}.md").read_text()
     assert markdown.startswith("# ") and "| --- |" in markdown.replace("---:", "---") and "`RESULT " in markdown
-
-
-def test_the_accuracy_benchmark_over_molecules_runs_in_its_smoke_mode(tmp_path):
-    """``bench_accuracy.py --molecules``: data made with aspirin's recipe for another molecule (ethanol, short
-    runs), the defaults trained on it, the table and the ratios' RESULT line (NaN without MACE)."""
-    command = [sys.executable, str(SCRIPTS / "bench_accuracy.py"), "--smoke", "--molecules", "--results",
-               str(tmp_path), "--out", str(tmp_path / "work")]  # fmt: skip
-    environment = {**os.environ, "OMP_NUM_THREADS": subprocess_threads(), "MPLBACKEND": "Agg"}
-    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600, env=environment)
-    assert result.returncode == 0, (result.stdout + result.stderr)[-5000:]
-    assert result.stdout.strip().splitlines()[-1].startswith("RESULT force_mae_ratio_vs_mace_mean=")
-    record = json.loads((tmp_path / "accuracy_molecules_40min_smoke.json").read_text())
-    run = record["results"]["ethanol"]["e2former_seed0"]
-    assert run["epochs"] == 1 and len(run["test"]) == 2 and record["result"]["systems"] == 1
-    assert all(half["frames"] > 0 and half["force_mae_mev_per_a"] > 0 for half in run["test"].values())
+    return record
 
 
 def test_accuracy_rows_are_compared_at_the_shortest_rows_training_time():
