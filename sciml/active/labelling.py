@@ -8,7 +8,7 @@ with the oracle's label cache, a killed run keeps every label that came back. Gi
 start method: a forked child of a process whose OpenMP runtime has run (PySCF, torch) can hang;
 :func:`~sciml.active.local_pool` makes one whose workers share the cores: on 2 cores a 9-atom PBE/def2-SVP label
 takes 4.5 s on one OpenMP and BLAS thread and 5.1 s on two, and two one-thread workers label a frame every
-2.9-3.3 s (``data/ethanol_dft/*.provenance.json``).
+2.7-3.3 s (``data/ethanol_dft/*.provenance.json``).
 """
 
 from __future__ import annotations
