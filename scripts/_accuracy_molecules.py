@@ -16,12 +16,11 @@ Ratios are E2Former's over MACE's at the same seed, errors over both test temper
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 from _accuracy_mace import mace_files, mace_python, train_mace
+from _md_runs import run_two_at_a_time
 from bench_accuracy import DATA, RUNS, SCRIPTS, SMOKE, TESTS, evaluate, timed, train_e2former
 
 MOLECULES = {
@@ -37,7 +36,7 @@ def molecule_data(name: str, out: Path, smoke: bool) -> Path:
     """The folder of ``name``'s four files, generated where missing (two runs at a time, one thread each)."""
     folder = DATA if name == "aspirin" and not smoke else out / "data" / name
     folder.mkdir(parents=True, exist_ok=True)
-    running = []
+    commands = []
     for file, (steps, temperature, seed) in RUNS.items():
         if (folder / file).exists():
             continue
@@ -46,12 +45,8 @@ def molecule_data(name: str, out: Path, smoke: bool) -> Path:
                    "--name", name, "--steps", str(steps), "--every", "10", "--temperature", str(temperature),
                    "--seed", str(seed), "--equilibrate", "200" if smoke else "2000",
                    "--out", str(folder / file)]  # fmt: skip
-        print("+ " + " ".join(command), flush=True)
-        running.append(subprocess.Popen(command, env={**os.environ, "OMP_NUM_THREADS": "1"}))
-        if len(running) == 2:
-            running.pop(0).wait()
-    for process in running:
-        process.wait()
+        commands.append(command)
+    run_two_at_a_time(commands)
     missing = [file for file in RUNS if not (folder / file).exists()]
     if missing:
         raise RuntimeError(f"generating {name}'s {missing} failed")

@@ -45,7 +45,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import os
 import subprocess
 import sys
 import time
@@ -54,6 +53,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from _accuracy_mace import DTYPES, epochs_in_budget, mace_files, mace_python, train_mace
+from _md_runs import run_two_at_a_time
 from _results import add_result_arguments, markdown_table, recorded, write_results
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,18 +75,14 @@ def generate_data() -> None:
     """Run the missing GFN2-xTB trajectories, two at a time (tblite is single-threaded here)."""
     missing = [name for name in RUNS if not (DATA / name).exists()]
     DATA.mkdir(parents=True, exist_ok=True)
-    processes = []
+    commands = []
     for name in missing:
         steps, temperature, seed = RUNS[name]
-        command = [sys.executable, "generate_molecular_md.py", "--smiles", ASPIRIN, "--name", "aspirin"]
-        command += ["--steps", str(steps), "--every", "10", "--temperature", str(temperature), "--seed", str(seed)]
-        command += ["--equilibrate", "2000", "--out", str(DATA / name)]
-        print("+ " + " ".join(command), flush=True)
-        processes.append(subprocess.Popen(command, cwd=SCRIPTS, env={**os.environ, "OMP_NUM_THREADS": "1"}))
-        if len(processes) == 2:
-            processes.pop(0).wait()
-    for process in processes:
-        process.wait()
+        command = [sys.executable, str(SCRIPTS / "generate_molecular_md.py"), "--smiles", ASPIRIN, "--name"]
+        command += ["aspirin", "--steps", str(steps), "--every", "10", "--temperature", str(temperature)]
+        command += ["--seed", str(seed), "--equilibrate", "2000", "--out", str(DATA / name)]
+        commands.append(command)
+    run_two_at_a_time(commands)
     for name in missing:
         if not (DATA / name).exists():
             raise RuntimeError(f"generating {name} failed")

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import ase.io
 import numpy as np
+from _md_runs import run_two_at_a_time
 from _provenance import write_provenance
 
 SCRIPTS = Path(__file__).resolve().parent
@@ -39,7 +39,7 @@ def geometries(args: argparse.Namespace, folder: Path) -> dict[str, Path]:
     """The GFN2-xTB MD run of each file (two at a time: tblite runs on one thread), cached in ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
     frames = {"test_400K": args.test, "test_600K": args.test, "valid_500K": args.valid, "pool_500K": args.pool}
-    paths, running = {}, []
+    paths, commands = {}, []
     for name, (temperature, seed) in RUNS.items():
         paths[name] = folder / f"{args.name}_xtb_{name}_{frames[name]}.extxyz"
         if paths[name].exists():
@@ -48,12 +48,8 @@ def geometries(args: argparse.Namespace, folder: Path) -> dict[str, Path]:
                    args.name, "--steps", str(frames[name] * args.every), "--every", str(args.every),
                    "--temperature", str(temperature), "--seed", str(seed), "--equilibrate", str(args.equilibrate),
                    "--out", str(paths[name])]  # fmt: skip
-        print("+ " + " ".join(command), flush=True)
-        running.append(subprocess.Popen(command, env={**os.environ, "OMP_NUM_THREADS": "1"}))
-        if len(running) == 2:
-            running.pop(0).wait()
-    for process in running:
-        process.wait()
+        commands.append(command)
+    run_two_at_a_time(commands)
     missing = [str(path) for path in paths.values() if not path.exists()]
     if missing:
         raise SystemExit(f"GFN2-xTB MD failed to write {missing}")
