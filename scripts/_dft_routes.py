@@ -12,7 +12,14 @@ at 500 K, tests at 400 K and 600 K, every frame with its DFT and its GFN2-xTB la
   (an MD step then costs a GFN2-xTB call as well: the table gives it);
 - ``dft_alone``: ``sciml learn --config configs/learn/<name>_dft.yaml --pretrain none``: on-the-fly learning
   with the DFT oracle alone;
-- ``two_level``: the same config as it is: GFN2-xTB first, then DFT where the fine-tuned model is uncertain.
+- ``two_level``: the same config with ``--transfer fine-tune``: GFN2-xTB first, then DFT where the fine-tuned
+  model is uncertain;
+- ``two_level_difference``: the same config with ``--transfer difference``: GFN2-xTB first, then DFT - GFN2-xTB
+  where that difference is uncertain on frames of the GFN2-xTB model's MD, distilled into one model;
+- ``distill_<N>``: E2Former on the whole pool's geometries, N of them with their DFT labels and the rest with
+  GFN2-xTB + ``delta_<N>``'s model: the difference learned from N DFT calls, distilled into one model whose MD
+  needs no GFN2-xTB call;
+- ``refit_<learning route>``: E2Former as ``passive_<N>`` on that route's DFT store (its labels, no new calls).
 
 Every learning route's round models are tested too, so each route is a curve of test force MAE against DFT
 calls (a round's calls: the frames its model trained on). DFT labels go through one label cache
@@ -33,6 +40,7 @@ from bench_accuracy import evaluate, timed, train_e2former
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = ("test_400K.extxyz", "test_600K.extxyz")
+LEARNING_ROUTES = ("dft_alone", "two_level", "two_level_difference")
 SMOKE_FIT = ("--trainer.limit_train_batches=2", "--trainer.limit_val_batches=1")
 SMOKE_LEARN = ["--rounds", "1", "--seed-frames", "4", "--epochs", "1", "--epochs-per-round", "1",
                "--final-epochs", "1", "--ramp-ps", "0.005", "--hold-ps", "0.005", "--threshold", "1e-4", "--cap",
@@ -54,7 +62,8 @@ class Routes:
         self.tests = [data / test for test in TESTS]
 
     def stage(self, route: str) -> dict:
-        """The record of ``route`` (``passive_<N>``, ``delta_<N>``, ``mace_<N>``, ``dft_alone``, ``two_level``),
+        """The record of ``route`` (``passive_<N>``, ``delta_<N>``, ``distill_<N>``, ``mace_<N>``, a learning route
+        or ``refit_<learning route>``),
         read from its ``stage.json`` when a run before finished it."""
         record_path = self.work / route / "stage.json"
         if record_path.exists():
@@ -68,12 +77,19 @@ class Routes:
         start = time.perf_counter()
         if kind in ("passive", "delta"):
             record = self.passive(int(count), delta=kind == "delta")
+        elif kind == "distill":
+            record = self.distill(int(count))
         elif kind == "mace":
             record = self.mace(int(count))
-        elif route in ("dft_alone", "two_level"):
-            record = self.learn(two_level=route == "two_level")
+        elif kind == "refit" and count in LEARNING_ROUTES:
+            record = self.refit(count)
+        elif route in LEARNING_ROUTES:
+            record = self.learn(route)
         else:
-            raise SystemExit(f"unknown route '{route}': passive_N, delta_N, mace_N, dft_alone or two_level")
+            raise SystemExit(
+                f"unknown route '{route}': passive_N, delta_N, distill_N, mace_N, {', '.join(LEARNING_ROUTES)} or "
+                "refit_<learning route>"
+            )
         record["route"] = route
         record["stage_wall_seconds"] = time.perf_counter() - start
         record_path.parent.mkdir(parents=True, exist_ok=True)
@@ -134,12 +150,64 @@ class Routes:
 
     def passive(self, count: int, delta: bool = False) -> dict:
         """E2Former on the first ``count`` pool frames (their difference labels with ``delta``)."""
-        train = self.pool_part(count, delta)
+        folder = self.work / f"{'delta' if delta else 'passive'}_{count}"
+        result = self.fit(self.pool_part(count, delta), folder, delta)
+        minutes = {"oracle": count * self.label_seconds() / 60, "training": result.pop("seconds") / 60, "md": 0.0}
+        return {**result, "dft_calls": count, "minutes": minutes}
+
+    def refit(self, source: str) -> dict:
+        """E2Former (the passive recipe) on the DFT store of the learning route ``source``: what a user who ran
+        ``sciml learn`` and then ``sciml fit`` on its labels gets. Its DFT calls and minutes are the source's, its
+        training minutes the two together."""
+        record = self.stage(source)
+        store = self.work / source / "run" / "labelled.extxyz"
+        result = self.fit(store, self.work / f"refit_{source}")
+        minutes = dict(record["minutes"])
+        minutes["training"] += result.pop("seconds") / 60
+        return {**result, "dft_calls": record["dft_calls"], "minutes": minutes}
+
+    def distill(self, count: int) -> dict:
+        """E2Former (the passive recipe) on every pool geometry, the first ``count`` with their DFT labels and the
+        rest with GFN2-xTB + the ``delta_<count>`` model's difference: the difference learned from ``count`` DFT
+        calls, distilled into one model whose MD needs nothing else. Its minutes: ``delta_<count>``'s and this
+        training's (the GFN2-xTB labels of the rest: milliseconds each, not counted)."""
+        record = self.stage(f"delta_{count}")
+        train = self.distilled_pool(count, Path(record["model"]))
+        result = self.fit(train, self.work / f"distill_{count}")
+        minutes = dict(record["minutes"])
+        minutes["training"] += result.pop("seconds") / 60
+        return {**result, "dft_calls": count, "minutes": minutes}
+
+    def distilled_pool(self, count: int, delta_model: Path) -> Path:
+        """The pool of :meth:`distill` as a file: its first ``count`` frames with their DFT labels, every other
+        one's DFT labels replaced by GFN2-xTB + ``delta_model``'s prediction (the pool's DFT labels unread)."""
+        from ase.calculators.singlepoint import SinglePointCalculator
+
+        from sciml.calculators import SciMLCalculator
+
+        path = self.work / "data" / f"pool_distilled_{count}.extxyz"
+        if path.exists():
+            return path
+        calculator = SciMLCalculator.from_checkpoint(delta_model, dtype="float64")
+        frames = ase.io.read(self.data / "pool_500K.extxyz", index=":")
+        for frame in frames[count:]:
+            difference_frame = frame.copy()
+            difference_frame.calc = calculator
+            energy = frame.info["xtb_energy"] + difference_frame.get_potential_energy()
+            forces = frame.arrays["xtb_forces"] + difference_frame.get_forces()
+            frame.calc = SinglePointCalculator(frame, energy=energy, forces=forces)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        ase.io.write(path.with_suffix(".partial"), frames, format="extxyz")
+        path.with_suffix(".partial").replace(path)
+        return path
+
+    def fit(self, train: Path, folder: Path, delta: bool = False) -> dict:
+        """E2Former (``fit_config``) on the labelled frames of ``train`` for the budget, tested (NVE and the rotor
+        scan unless ``delta``); its ``seconds`` of training."""
         valid = self.delta_file("valid_500K.extxyz") if delta else self.data / "valid_500K.extxyz"
         tests = [self.delta_file(test) for test in TESTS] if delta else self.tests
         paths = [f"--data.init_args.train_paths={train}", f"--data.init_args.val_paths={valid}",
                  f"--data.init_args.test_paths=[{','.join(str(t) for t in tests)}]"]  # fmt: skip
-        folder = self.work / f"{'delta' if delta else 'passive'}_{count}"
         extra = (*paths, *(SMOKE_FIT if self.smoke else ()))
         epochs = 1 if self.smoke else None
         checkpoint, epochs, seconds = train_e2former(folder, self.budget_s, epochs, extra=extra,
@@ -148,8 +216,7 @@ class Routes:
         scan = () if delta else self.rotor_scan()
         result = evaluate("sciml", checkpoint, sys.executable, md_ps, folder / "eval.log", 0, tests, valid, scan)
         result["test"] = {Path(path).name.removeprefix("delta_"): value for path, value in result["test"].items()}
-        minutes = {"oracle": count * self.label_seconds() / 60, "training": seconds / 60, "md": 0.0}
-        return {**result, "dft_calls": count, "epochs": epochs, "minutes": minutes, "model": str(checkpoint)}
+        return {**result, "epochs": epochs, "seconds": seconds, "model": str(checkpoint)}
 
     def mace(self, count: int) -> dict:
         """MACE float32 on the first ``count`` pool frames for the same budget."""
@@ -165,16 +232,19 @@ class Routes:
         minutes = {"oracle": count * self.label_seconds() / 60, "training": seconds / 60, "md": 0.0}
         return {**result, "dft_calls": count, "epochs": epochs, "minutes": minutes, "model": str(model)}
 
-    def learn(self, two_level: bool) -> dict:
-        """``sciml learn`` with the molecule's learn config (``--pretrain none`` for DFT alone), then the final
-        model and every round's model on the tests."""
-        folder = self.work / ("two_level" if two_level else "dft_alone")
+    def learn(self, route: str) -> dict:
+        """``sciml learn`` with the molecule's learn config (``dft_alone``: ``--pretrain none``; ``two_level``:
+        ``--transfer fine-tune``; ``two_level_difference``: ``--transfer difference``), then the final model and
+        every fine-tuning round's model on the tests (a difference route's rounds model the difference alone)."""
+        folder, two_level = self.work / route, route != "dft_alone"
         command = [sys.executable, "-m", "sciml", "learn", "--config", str(self.learn_config), "--output",
                    str(folder / "run"), "--label-cache", str(self.label_cache), "--no-progress"]  # fmt: skip
-        if not two_level:
-            command += ["--pretrain", "none"]
+        command += ["--pretrain", "none"] if not two_level else []
+        command += ["--transfer", "difference" if route == "two_level_difference" else "fine-tune"]
         if self.smoke:
             command += ["--smiles", "O", "--basis", "sto-3g", *SMOKE_LEARN]
+            command += ["--pool-frames", "6", "--pool-spacing-fs", "1", "--transfer-rounds", "1", "--transfer-cap", "2",
+                        "--difference-epochs", "1", "--calibration-frames", "2"]  # fmt: skip
         folder.mkdir(parents=True, exist_ok=True)
         wall = timed(command, folder / "learn.log")
         run = folder / "run"
@@ -186,7 +256,8 @@ class Routes:
                           self.tests, valid, self.rotor_scan())  # fmt: skip
         result["test"] = {Path(path).name: value for path, value in result["test"].items()}
         curve = []
-        for record in json.loads((run / "state.json").read_text())["rounds"]:
+        rounds = [] if route == "two_level_difference" else json.loads((run / "state.json").read_text())["rounds"]
+        for record in rounds:
             model = run / f"round{record['round']}" / "model.ckpt"
             if model.exists() and record.get("frames_trained"):
                 point = evaluate("sciml", model, sys.executable, 0.0, folder / f"eval_round{record['round']}.log",
@@ -196,8 +267,10 @@ class Routes:
         if two_level:
             minutes |= {f"pretrain_{phase}": levels[0]["seconds"].get(phase, 0.0) / 60
                         for phase in ("oracle", "training", "md")}  # fmt: skip
+        check = run / "final" / "check.json"
+        extra = {"held_out_check": json.loads(check.read_text())} if check.exists() else {}
         return {**result, "dft_calls": levels[-1]["oracle_calls"], "curve": curve, "minutes": minutes,
-                "wall_minutes": wall / 60, "levels": levels, "model": str(run / "model.ckpt")}  # fmt: skip
+                "wall_minutes": wall / 60, "levels": levels, "model": str(run / "model.ckpt"), **extra}  # fmt: skip
 
 
 def difference(frame):
@@ -242,18 +315,24 @@ def plot_routes(records: dict[str, dict], path: Path, title: str) -> None:
     import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(figsize=(6.4, 4.2))
-    for kind, marker in (("passive", "o-"), ("delta", "s--"), ("mace", "D")):
+    for kind, marker in (("passive", "o-"), ("delta", "s--"), ("distill", "P-"), ("mace", "D")):
         points = sorted((r["dft_calls"], mean_force_mae(r)) for k, r in records.items() if k.startswith(kind + "_"))
         if points:
-            label = {"passive": "passive (E2Former)", "delta": "passive, DFT - xTB (E2Former)", "mace": "MACE"}[kind]
+            label = {"passive": "passive (E2Former)", "delta": "passive, DFT - xTB (E2Former)", "mace": "MACE",
+                     "distill": "DFT - xTB distilled into one model"}[kind]  # fmt: skip
             axes.plot(*zip(*points, strict=True), marker, label=label)
-    for route in ("dft_alone", "two_level"):
+    labels = {"dft_alone": ("on the fly, DFT alone", "v-"), "two_level": ("two levels, fine-tuned", "^-"),
+              "two_level_difference": ("two levels, DFT - xTB distilled", "h-")}  # fmt: skip
+    for route, (label, marker) in labels.items():
         if route in records:
             record = records[route]
             curve = [(p["dft_calls"], p["force_mae_mev_per_a"]) for p in record["curve"]]
             curve.append((record["dft_calls"], mean_force_mae(record)))
-            label = {"dft_alone": "on the fly, DFT alone", "two_level": "two levels (xTB, then DFT)"}[route]
-            axes.plot(*zip(*curve, strict=True), "^-" if route == "two_level" else "v-", label=label)
+            axes.plot(*zip(*curve, strict=True), marker, label=label, markersize=9 if not record["curve"] else 6)
+    for route, record in records.items():
+        if route.startswith("refit_"):
+            label = f"{route.removeprefix('refit_').replace('_', ' ')}, store refitted"
+            axes.plot(record["dft_calls"], mean_force_mae(record), "*", markersize=11, label=label)
     axes.set(xscale="log", yscale="log", xlabel="DFT calls", ylabel="test force MAE, 400 K + 600 K (meV/Å)")
     axes.set_title(title)
     axes.grid(alpha=0.3, which="both")
@@ -288,13 +367,14 @@ HEADER = ["route", "DFT calls", "DFT oracle min", "training min", "MD min", "GFN
           "F MAE meV/Å", "E MAE meV/atom", "NVE drift meV/atom/ps", "C-C-O-H barrier meV", "MD step needs"]  # fmt: skip
 
 
-def result_line(records: dict[str, dict], oracle_speedup: float) -> dict[str, float]:
-    """The RESULT values: the two-level route against the largest passive set, E2Former against MACE on it."""
+def result_line(records: dict[str, dict], oracle_speedup: float, two_level_route: str) -> dict[str, float]:
+    """The RESULT values: ``two_level_route`` (the one the learn config takes) against the largest passive set,
+    E2Former against MACE on it."""
     nan = float("nan")
     passive = max((r for k, r in records.items() if k.startswith("passive_")), key=lambda r: r["dft_calls"],
                   default=None)  # fmt: skip
     mace = records.get(f"mace_{passive['dft_calls']}") if passive else None
-    two_level = records.get("two_level")
+    two_level = records.get(two_level_route)
     result = {"oracle_speedup_vs_plain_pyscf": oracle_speedup}
     if passive and two_level:
         result["dft_calls_ratio_vs_passive"] = two_level["dft_calls"] / passive["dft_calls"]

@@ -266,7 +266,7 @@ def evaluate(
     """Test errors on ``tests`` (default: aspirin's two halves) and an NVE run of ``md_ps`` from ``md_start``'s
     first frame, through ``_accuracy_eval.py`` run by ``python`` (sciml's or MACE's environment) with ``extra``
     arguments."""
-    tests = tests or [DATA / name for name in TESTS]
+    tests = [DATA / name for name in TESTS] if tests is None else tests  # [] for a scan alone
     md_start = md_start or DATA / "valid_500K.extxyz"
     command = [python, str(SCRIPTS / "_accuracy_eval.py"), "--kind", kind, "--model", str(model)]
     command += ["--test", *[str(path) for path in tests], "--md-start", str(md_start)]

@@ -31,9 +31,10 @@ Results: ``benchmarks/results/dft_routes_<name>.{json,md,png}``.
 
 Last line (routes): ``RESULT dft_calls_ratio_vs_passive=<x> force_mae_ratio_vs_passive=<x>
 force_mae_ratio_vs_mace_same_labels=<x> oracle_speedup_vs_plain_pyscf=<x> minutes_to_dft_model=<x>`` (the
-two-level route against the largest passive set; E2Former against MACE on that set; the oracle stage's speedup on
-the largest molecule; the two-level route's minutes, both levels). With ``--stages oracle`` alone: the oracle
-stage's values (``oracle_speedup_<molecule>_<level>``, density fitting's largest errors).
+two-level route the learn config takes, by its ``transfer``, against the largest passive set; E2Former against
+MACE on that set; the oracle stage's speedup on the largest molecule; the two-level route's minutes, both levels).
+With ``--stages oracle`` alone: the oracle stage's values (``oracle_speedup_<molecule>_<level>``, density
+fitting's largest errors).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from pathlib import Path
 
 import ase.io
 import numpy as np
+import yaml
 from _results import RESULTS, markdown_table, write_results
 from ase import Atoms, units
 from ase.md.langevin import Langevin
@@ -59,7 +61,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("pyscf", "pyscf-dispersion", "tblite", "torch", "ase", "numpy", "sciml")
 ROUTE_SMILES = {"ethanol": "CCO"}  # molecules with DFT sets (data/<name>_dft) and configs (<name>_dft.yaml)
 # passive sizes, MACE on the largest, the difference model, then the two learning routes
-ROUTES = ["passive_1000", "mace_1000", "two_level", "passive_100", "passive_250", "delta_100", "dft_alone"]
+ROUTES = ["passive_1000", "mace_1000", "two_level_difference", "two_level", "passive_100", "passive_250", "delta_100",
+          "distill_100", "dft_alone"]  # fmt: skip
 TEST_NAMES = ["400 K", "600 K"]
 LEVELS = {
     "pbe": {"xc": "PBE", "basis": "def2-SVP"},
@@ -169,9 +172,11 @@ def routes_stage(args: argparse.Namespace, work: Path, oracle_speedup: float) ->
     from _dft_routes import HEADER, Routes, mean_force_mae, plot_routes, result_line, route_rows, xtb_ms_per_step
 
     name, data = ("water", work / "water_dft") if args.smoke else (args.name, ROOT / "data" / f"{args.name}_dft")
-    chosen = ["passive_8", "delta_8", "two_level"] if args.smoke else args.routes
+    chosen = ["passive_8", "delta_8", "distill_8", "two_level", "two_level_difference"] if args.smoke else args.routes
     needed = ["test_400K", "test_600K", "valid_500K"]
-    needed += ["pool_500K"] if any(route.split("_")[0] in ("passive", "delta", "mace") for route in chosen) else []
+    needed += (
+        ["pool_500K"] if any(route.split("_")[0] in ("passive", "delta", "distill", "mace") for route in chosen) else []
+    )
     if not all((data / f"{file}.extxyz").exists() for file in needed):
         command = [sys.executable, str(ROOT / "scripts" / "generate_dft_sets.py"), "--smiles",
                    ROUTE_SMILES.get(name, "O"), "--name", name, "--out", str(data), "--label-cache",
@@ -217,7 +222,8 @@ def routes_stage(args: argparse.Namespace, work: Path, oracle_speedup: float) ->
         f"Test force MAE against DFT calls, every route (learning routes: each round's model, then the final "
         f"one): ![routes]({figure.name})",
     ]
-    result = result_line(records, oracle_speedup)
+    transfer = yaml.safe_load(routes.learn_config.read_text()).get("transfer", "fine-tune")
+    result = result_line(records, oracle_speedup, "two_level_difference" if transfer == "difference" else "two_level")
     title = f"Routes to a DFT-level model of {name}" + (" (smoke run)" if args.smoke else "")
     write_results(
         stem, title, sections, {"routes": records, "dft_rotor_scan": scan}, result, args.results, packages=PACKAGES
@@ -235,7 +241,8 @@ def main() -> None:
     parser.add_argument("--spacing-fs", type=float, default=50.0)
     parser.add_argument("--name", default="ethanol", choices=list(ROUTE_SMILES), help="routes: the molecule")
     parser.add_argument("--routes", nargs="+", default=ROUTES, help="routes: passive_N, mace_N, delta_N, "
-                        "dft_alone, two_level (in this order)")  # fmt: skip
+                        "distill_N, dft_alone, two_level, two_level_difference, refit_<learning route> (in this "
+                        "order)")  # fmt: skip
     parser.add_argument("--budget", type=float, default=10.0, help="routes: training minutes per passive model")
     parser.add_argument("--md-ps", type=float, default=5.0, help="routes: ps of each final model's NVE run")
     parser.add_argument("--label-cache", default="runs/dft_labels", help="DFT labels keyed by geometry and level")
@@ -243,7 +250,7 @@ def main() -> None:
     parser.add_argument("--results", default=str(RESULTS))
     parser.add_argument("--smoke", action="store_true", help="water at PBE/STO-3G, a few frames: checks the path")
     args = parser.parse_args()
-    work = Path(args.work)
+    work = Path(args.work).resolve()  # MACE trains in its own folder: absolute paths
     work.mkdir(parents=True, exist_ok=True)
     if args.smoke:
         args.label_cache, args.md_ps = str(work / "dft_labels"), 0.01

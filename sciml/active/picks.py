@@ -1,14 +1,17 @@
 """The frames picked for the oracle (:class:`Pick`), as files and in memory: written before the oracle sees
 them (so that a killed run leaves either no file or the whole list), read back on resuming, made from
-exploration candidates with their key and reason; and a given dataset's frames as labelled copies."""
+exploration candidates with their key and reason; a given dataset's frames as labelled copies; and frames
+spread over a molecule's shapes (:func:`spread_frames`)."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import ase.io
+import numpy as np
 from ase import Atoms
 from ase.calculators.singlepoint import SinglePointCalculator
 
@@ -84,3 +87,23 @@ def candidate_pick(
     if stopped_run:
         reason += " (stopped the run)"
     return Pick(f"{prefix}-run{run}-step{candidate.step}", candidate.atoms.copy(), candidate.uncertainty, reason + note)
+
+
+def spread_frames(frames: Sequence[Atoms], count: int) -> list[int]:
+    """Indices of ``count`` frames of ``frames`` (one molecule) spread over their shapes: farthest-point
+    sampling of the inverse interatomic distances (1/Å), starting from the lowest-energy frame when the frames
+    carry energies, else the first."""
+    if count >= len(frames):
+        return list(range(len(frames)))
+    upper = np.triu_indices(len(frames[0]), k=1)
+    features = np.stack([1.0 / frame.get_all_distances()[upper] for frame in frames])
+    try:
+        first = int(np.argmin([frame.get_potential_energy() for frame in frames]))
+    except RuntimeError:  # no calculator: no energies
+        first = 0
+    chosen = [first]
+    distance = np.linalg.norm(features - features[first], axis=1)
+    while len(chosen) < count:
+        chosen.append(int(np.argmax(distance)))
+        distance = np.minimum(distance, np.linalg.norm(features - features[chosen[-1]], axis=1))
+    return chosen

@@ -26,6 +26,7 @@ from pathlib import Path
 import yaml
 from tqdm import tqdm
 
+from sciml.active.difference import DifferenceSettings
 from sciml.active.exploration import ExplorationSettings
 from sciml.active.label_cache import LabelCache
 from sciml.active.labelling import Labeller, local_pool
@@ -65,6 +66,27 @@ def add_learning_arguments(parser: argparse.ArgumentParser) -> None:
     oracle.add_argument("--pretrain", choices=("gfn2-xtb", "none"),
                         help="learn with this cheap oracle first (in <output>/pretrain), then with --oracle from "
                              "its model and frames: the expensive labels only where its model needs them")  # fmt: skip
+    transfer = DifferenceSettings()
+    oracle.add_argument("--transfer", default="fine-tune", choices=("fine-tune", "difference"),
+                        help="with --pretrain: how the expensive level learns from the cheap one: fine-tune its "
+                             "model on --oracle labels where the fine-tuned model is uncertain (its own MD), or "
+                             "learn --oracle - cheap on frames of the cheap model's MD where that difference is "
+                             "uncertain and distil cheap + difference into one model")  # fmt: skip
+    oracle.add_argument("--pool-frames", type=int, default=transfer.pool_frames,
+                        help="--transfer difference: frames of the cheap model's MD: the candidates and the "
+                             "distilled model's training set")  # fmt: skip
+    oracle.add_argument("--pool-spacing-fs", type=float, default=transfer.pool_spacing_fs,
+                        help="--transfer difference: fs between the pool frames of one MD run")  # fmt: skip
+    oracle.add_argument("--transfer-rounds", type=int, default=transfer.rounds,
+                        help="--transfer difference: rounds of the difference model after --seed-frames")  # fmt: skip
+    oracle.add_argument("--transfer-cap", type=int, default=transfer.cap,
+                        help="--transfer difference: expensive labels per round, at most")  # fmt: skip
+    oracle.add_argument("--difference-epochs", type=int, default=transfer.difference_epochs,
+                        help="--transfer difference: epochs of the difference model the pool is labelled with "
+                             "(the final size, on every expensive label; 0: the last round's)")  # fmt: skip
+    oracle.add_argument("--transfer-threshold", type=float, default=transfer.threshold,
+                        help="--transfer difference: eV/Å, the difference's largest per-atom force uncertainty "
+                             "above which a pool frame is labelled")  # fmt: skip
     oracle.add_argument("--dispersion", default="none", choices=("none", "d3bj", "d4"),
                         help="pyscf: Grimme's dispersion correction (pyscf-dispersion)")  # fmt: skip
     oracle.add_argument("--density-fit", action=argparse.BooleanOptionalAction, default=True,
@@ -202,12 +224,45 @@ def two_levels(options: argparse.Namespace) -> dict:
         return None if total is None else max(total - spent_minutes, total / 3)
 
     cheap, expensive = loop_with(options.pretrain, lambda _: cheap_budget), loop_with(options.oracle, rest)
+    if options.transfer == "difference":
+        expensive = partial(difference_level, options, started, bars, rest)
     learn_on_two_levels(options.output, cheap, expensive, starts, tqdm.write)
     for bar in bars:
         bar.close()
     summary = json.loads((Path(options.output) / "two_level.json").read_text())
     (Path(options.output) / "summary.json").write_text(json.dumps(summary, indent=1))
     return summary
+
+
+def difference_level(
+    options: argparse.Namespace,
+    started: tuple,
+    bars: list,
+    budget: Callable[[float], float | None],
+    folder: Path,
+    spent_minutes: float = 0.0,
+):
+    """``--transfer difference``'s expensive level in ``folder`` (:class:`~sciml.active.difference.DifferenceLevel`):
+    the exploration, training and labelling options of the loop, the time ``budget(spent_minutes)`` leaves."""
+    from sciml.active import oracle_by_name
+    from sciml.active.difference import DifferenceLevel
+
+    level = argparse.Namespace(**{**vars(options), "time_budget": budget(spent_minutes)})
+    loop, _, _, bar = learning_loop(level, folder, options.oracle, started)  # the oracle, labeller and settings
+    bars.append(bar)
+    cheap = oracle_by_name(options.pretrain)
+    if options.label_cache:
+        cheap.cache = LabelCache(options.label_cache)
+    settings = DifferenceSettings(
+        loop.settings.exploration, loop.settings.training, options.pool_frames, options.pool_spacing_fs,
+        seed_frames=options.seed_frames,
+        cap=options.transfer_cap, rounds=options.transfer_rounds, threshold=options.transfer_threshold,
+        spacing_fs=options.spacing_fs, difference_epochs=options.difference_epochs,
+        final_epochs=options.final_epochs, calibration_frames=options.calibration_frames,
+        time_budget_min=level.time_budget, seed=options.seed, source=loop.settings.source,
+    )  # fmt: skip
+    labeller = partial(Labeller, executor=loop.labeller.executor)
+    return DifferenceLevel(folder, cheap, loop.oracle, settings, tqdm.write, loop.on_md_step, labeller)
 
 
 def start_of(options: argparse.Namespace) -> tuple[list, list | None, str]:

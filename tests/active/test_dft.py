@@ -231,8 +231,9 @@ def test_two_levels_fine_tune_the_cheap_levels_model_on_frames_spread_over_its_s
     level 1's final model, and two_level.json has both levels' oracle calls and clocks."""
     pytest.importorskip("tblite")
     from sciml.active import ActiveLearning
+    from sciml.active.picks import spread_frames
     from sciml.active.training import train_round
-    from sciml.active.two_level import learn_on_two_levels, spread_frames
+    from sciml.active.two_level import learn_on_two_levels
     from tests.active.test_loop import tiny_settings
 
     given = []
@@ -271,7 +272,7 @@ def test_two_levels_fine_tune_the_cheap_levels_model_on_frames_spread_over_its_s
 def test_spread_frames_starts_at_the_lowest_energy_and_takes_the_farthest_next():
     from ase.calculators.singlepoint import SinglePointCalculator
 
-    from sciml.active.two_level import spread_frames
+    from sciml.active.picks import spread_frames
 
     frames = []
     for stretch, energy in ((0.0, 1.0), (0.01, 0.0), (0.3, 2.0), (0.02, 3.0)):

@@ -246,6 +246,7 @@ def test_the_learn_config_parses_and_unknown_keys_are_refused(tmp_path):
     dft = learn.parse(["--config", config])
     assert (dft.smiles, dft.oracle, dft.pretrain, dft.basis, dft.time_budget) == ("CCO", "pyscf", "gfn2-xtb",
                                                                                   "def2-SVP", 55)  # fmt: skip
+    assert dft.transfer == "difference" and dft.pool_frames == 1000  # DFT - GFN2-xTB, distilled
     assert learn.parse(["--config", config, "--pretrain", "none"]).pretrain is None  # its DFT-alone route
     bad = tmp_path / "bad.yaml"
     bad.write_text("smiles: O\ntemprature: 500\n")
