@@ -104,13 +104,16 @@ def test_dft_routes_compare_the_two_level_route_with_the_largest_passive_set_and
         return {"dft_calls": calls, "test": test, "minutes": {"oracle": 3.0, "training": 10.0, "pretrain_md": 2.0}}
 
     records = {"passive_100": record(100, 40, 40), "passive_1000": record(1000, 20, 30),
-               "mace_1000": record(1000, 25, 35), "two_level": record(90, 21, 29)}  # fmt: skip
-    result = result_line(records, 2.5)
+               "mace_1000": record(1000, 25, 35), "two_level_difference": record(90, 21, 29),
+               "two_level": record(200, 50, 60)}  # fmt: skip
+    result = result_line(records, 2.5, "two_level_difference")  # the route the learn config takes
     assert result["dft_calls_ratio_vs_passive"] == pytest.approx(0.09)
     assert result["force_mae_ratio_vs_passive"] == pytest.approx((21 + 3 * 29) / (20 + 3 * 30))
     assert result["force_mae_ratio_vs_mace_same_labels"] == pytest.approx((20 + 3 * 30) / (25 + 3 * 35))
     assert result["minutes_to_dft_model"] == 15.0 and result["oracle_speedup_vs_plain_pyscf"] == 2.5
-    assert np.isnan(result_line({"passive_100": records["passive_100"]}, 1.0)["dft_calls_ratio_vs_passive"])
+    assert result_line(records, 2.5, "two_level")["dft_calls_ratio_vs_passive"] == pytest.approx(0.2)
+    lone = result_line({"passive_100": records["passive_100"]}, 1.0, "two_level")
+    assert np.isnan(lone["dft_calls_ratio_vs_passive"])
     frame = Atoms("H2", [[0, 0, 0], [0, 0, 0.74]])
     frame.info["xtb_energy"], frame.arrays["xtb_forces"] = -1.0, np.ones((2, 3))
     frame.calc = SinglePointCalculator(frame, energy=-31.0, forces=np.full((2, 3), 3.0))
