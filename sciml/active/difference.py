@@ -201,11 +201,10 @@ class DifferenceLevel:
     def _differences(self, pool: list[Atoms]) -> list[Atoms]:
         """Every pool frame the expensive oracle labelled, as expensive - cheap (energy eV, forces eV/Å)."""
         frames = []
-        for frame, record in zip(self.store.labelled, self.store.labelled_records, strict=True):
-            if record.key.startswith("pool-"):
-                cheap = pool[int(record.key.removeprefix("pool-"))]
-                energy = frame.get_potential_energy() - cheap.get_potential_energy()
-                frames.append(_labelled(frame, energy, frame.get_forces() - cheap.get_forces()))
+        for index, frame in self._expensive_by_index().items():
+            cheap = pool[index]
+            energy = frame.get_potential_energy() - cheap.get_potential_energy()
+            frames.append(_labelled(frame, energy, frame.get_forces() - cheap.get_forces()))
         return frames
 
     def _picks(self, round: int, record, pool: list[Atoms], checkpoint: Path) -> list[Pick]:
