@@ -16,6 +16,8 @@ at 500 K, tests at 400 K and 600 K, every frame with its DFT and its GFN2-xTB la
   model is uncertain;
 - ``two_level_difference``: the same config with ``--transfer difference``: GFN2-xTB first, then DFT - GFN2-xTB
   where that difference is uncertain on frames of the GFN2-xTB model's MD, distilled into one model;
+- ``two_level_composite``: ``two_level_difference``'s ``composite.ckpt`` (the same run, no further DFT call):
+  GFN2-xTB + the final difference model, without the distillation (an MD step then costs a GFN2-xTB call as well);
 - ``distill_<N>``: E2Former on the whole pool's geometries, N of them with their DFT labels and the rest with
   GFN2-xTB + ``delta_<N>``'s model: the difference learned from N DFT calls, distilled into one model whose MD
   needs no GFN2-xTB call;
@@ -85,10 +87,12 @@ class Routes:
             record = self.refit(count)
         elif route in LEARNING_ROUTES:
             record = self.learn(route)
+        elif route == "two_level_composite":
+            record = self.composite()
         else:
             raise SystemExit(
-                f"unknown route '{route}': passive_N, delta_N, distill_N, mace_N, {', '.join(LEARNING_ROUTES)} or "
-                "refit_<learning route>"
+                f"unknown route '{route}': passive_N, delta_N, distill_N, mace_N, {', '.join(LEARNING_ROUTES)}, "
+                "two_level_composite or refit_<learning route>"
             )
         record["route"] = route
         record["stage_wall_seconds"] = time.perf_counter() - start
@@ -272,6 +276,24 @@ class Routes:
         return {**result, "dft_calls": levels[-1]["oracle_calls"], "curve": curve, "minutes": minutes,
                 "wall_minutes": wall / 60, "levels": levels, "model": str(run / "model.ckpt"), **extra}  # fmt: skip
 
+    def composite(self) -> dict:
+        """``two_level_difference``'s ``composite.ckpt`` (GFN2-xTB + its final difference model) on the tests, NVE
+        and the scan; its DFT calls and minutes are that run's, its held-out check ``difference/check.json``."""
+        record = self.stage("two_level_difference")
+        run, folder = self.work / "two_level_difference" / "run", self.work / "two_level_composite"
+        model = run / "composite.ckpt"
+        if not model.exists():
+            raise SystemExit(f"{model} is missing: a run from before composites; run `sciml learn` on it again (it "
+                             "resumes, calls no DFT and writes the composite)")  # fmt: skip
+        folder.mkdir(parents=True, exist_ok=True)
+        valid = self.data / "valid_500K.extxyz"
+        result = evaluate("sciml", model, sys.executable, self.md_ps, folder / "eval.log", 0, self.tests, valid,
+                          self.rotor_scan())  # fmt: skip
+        result["test"] = {Path(path).name: value for path, value in result["test"].items()}
+        check = json.loads((run / "difference" / "check.json").read_text())
+        return {**result, "dft_calls": record["dft_calls"], "curve": [], "minutes": record["minutes"],
+                "levels": record["levels"], "model": str(model), "held_out_check": check}  # fmt: skip
+
 
 def difference(frame):
     """``frame`` labelled with its DFT - GFN2-xTB energy (eV) and forces (eV/Å) (``xtb_energy``,
@@ -322,7 +344,8 @@ def plot_routes(records: dict[str, dict], path: Path, title: str) -> None:
                      "distill": "DFT - xTB distilled into one model"}[kind]  # fmt: skip
             axes.plot(*zip(*points, strict=True), marker, label=label)
     labels = {"dft_alone": ("on the fly, DFT alone", "v-"), "two_level": ("two levels, fine-tuned", "^-"),
-              "two_level_difference": ("two levels, DFT - xTB distilled", "h-")}  # fmt: skip
+              "two_level_difference": ("two levels, DFT - xTB distilled", "h-"),
+              "two_level_composite": ("two levels, xTB + (DFT - xTB)", "X")}  # fmt: skip
     for route, (label, marker) in labels.items():
         if route in records:
             record = records[route]
@@ -351,7 +374,8 @@ def route_rows(records: dict[str, dict], xtb_ms: float) -> list[list[str]]:
         nve = record.get("nve", {})
         drift = f"{nve['drift_mev_per_atom_ps']:.3f}" if "drift_mev_per_atom_ps" in nve else "-"
         drift += " (blew up)" if nve.get("blew_up") else ""
-        md_cost = f"+ GFN2-xTB ({xtb_ms:.1f} ms/step)" if route.startswith("delta") else "model only"
+        with_xtb = route.startswith("delta") or route == "two_level_composite"
+        md_cost = f"+ GFN2-xTB ({xtb_ms:.1f} ms/step)" if with_xtb else "model only"
         for k, test in enumerate(TESTS):
             half = record["test"][test]
             first = [route, str(record["dft_calls"]), f"{minutes['oracle']:.1f}", f"{minutes['training']:.1f}",

@@ -61,8 +61,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("pyscf", "pyscf-dispersion", "tblite", "torch", "ase", "numpy", "sciml")
 ROUTE_SMILES = {"ethanol": "CCO"}  # molecules with DFT sets (data/<name>_dft) and configs (<name>_dft.yaml)
 # passive sizes, MACE on the largest, the difference model, then the two learning routes
-ROUTES = ["passive_1000", "mace_1000", "two_level_difference", "two_level", "passive_100", "passive_250", "delta_100",
-          "distill_100", "dft_alone"]  # fmt: skip
+ROUTES = ["passive_1000", "mace_1000", "two_level_difference", "two_level_composite", "two_level", "passive_100",
+          "passive_250", "delta_100", "distill_100", "dft_alone"]  # fmt: skip
 TEST_NAMES = ["400 K", "600 K"]
 LEVELS = {
     "pbe": {"xc": "PBE", "basis": "def2-SVP"},
@@ -172,7 +172,8 @@ def routes_stage(args: argparse.Namespace, work: Path, oracle_speedup: float) ->
     from _dft_routes import HEADER, Routes, mean_force_mae, plot_routes, result_line, route_rows, xtb_ms_per_step
 
     name, data = ("water", work / "water_dft") if args.smoke else (args.name, ROOT / "data" / f"{args.name}_dft")
-    chosen = ["passive_8", "delta_8", "distill_8", "two_level", "two_level_difference"] if args.smoke else args.routes
+    smoke_routes = ["passive_8", "delta_8", "distill_8", "two_level", "two_level_difference", "two_level_composite"]
+    chosen = smoke_routes if args.smoke else args.routes
     needed = ["test_400K", "test_600K", "valid_500K"]
     needed += (
         ["pool_500K"] if any(route.split("_")[0] in ("passive", "delta", "distill", "mace") for route in chosen) else []
@@ -214,10 +215,11 @@ def routes_stage(args: argparse.Namespace, work: Path, oracle_speedup: float) ->
         "(epochs from a two-epoch probe); learning routes: `sciml learn --config "
         f"{routes.learn_config.relative_to(ROOT)}` (`--pretrain none`: DFT alone), their time budget in the config. "
         "Delta rows learn DFT - GFN2-xTB and are tested as GFN2-xTB + model (exactly the model's error on the "
-        "difference labels); their MD needs a GFN2-xTB call every step besides the model. NVE: velocity Verlet, "
-        f"0.5 fs, {args.md_ps:g} ps from the first validation frame at 500 K. C-C-O-H barrier: gauche -> trans "
-        "on a relaxed scan of the dihedral (0-180°, 20° steps, BFGS to 0.02 eV/Å) from the first validation "
-        f"frame; {name}'s own at the DFT level: {scan_text}.",
+        "difference labels); their MD needs a GFN2-xTB call every step besides the model, as does "
+        "two_level_composite's (GFN2-xTB + the two-level run's final difference model, `composite.ckpt`). "
+        f"NVE: velocity Verlet, 0.5 fs, {args.md_ps:g} ps from the first validation frame at 500 K. C-C-O-H "
+        "barrier: gauche -> trans on a relaxed scan of the dihedral (0-180°, 20° steps, BFGS to 0.02 eV/Å) from "
+        f"the first validation frame; {name}'s own at the DFT level: {scan_text}.",
         markdown_table(HEADER, route_rows(records, xtb_ms), "lrrrrrlrrrrl"),
         f"Test force MAE against DFT calls, every route (learning routes: each round's model, then the final "
         f"one): ![routes]({figure.name})",
@@ -241,8 +243,8 @@ def main() -> None:
     parser.add_argument("--spacing-fs", type=float, default=50.0)
     parser.add_argument("--name", default="ethanol", choices=list(ROUTE_SMILES), help="routes: the molecule")
     parser.add_argument("--routes", nargs="+", default=ROUTES, help="routes: passive_N, mace_N, delta_N, "
-                        "distill_N, dft_alone, two_level, two_level_difference, refit_<learning route> (in this "
-                        "order)")  # fmt: skip
+                        "distill_N, dft_alone, two_level, two_level_difference, two_level_composite, "
+                        "refit_<learning route> (in this order)")  # fmt: skip
     parser.add_argument("--budget", type=float, default=10.0, help="routes: training minutes per passive model")
     parser.add_argument("--md-ps", type=float, default=5.0, help="routes: ps of each final model's NVE run")
     parser.add_argument("--label-cache", default="runs/dft_labels", help="DFT labels keyed by geometry and level")

@@ -14,15 +14,19 @@ from tests.test_benchmarks import ELSEWHERE, SCRIPTS, smoke_run
 
 def test_the_dft_benchmark_runs_both_stages_in_its_smoke_mode(tmp_path):
     """bench_dft.py --smoke: the oracle stage (water, STO-3G) and the routes (water's DFT sets made, a passive
-    model, a difference model and its distillation, both two-level learning runs), each route's record and the
-    oracle's file."""
+    model, a difference model and its distillation, both two-level learning runs, the composite of GFN2-xTB and
+    the difference run's final difference model), each route's record and the oracle's file."""
     assert ELSEWHERE["bench_dft.py"] == "tests/test_benchmark_routes.py"
     record = smoke_run("bench_dft.py", tmp_path)
     routes = record["results"]["routes"]
-    assert sorted(routes) == ["delta_8", "distill_8", "passive_8", "two_level", "two_level_difference"]
+    assert sorted(routes) == ["delta_8", "distill_8", "passive_8", "two_level", "two_level_composite",
+                              "two_level_difference"]  # fmt: skip
     assert routes["two_level"]["dft_calls"] > 0 and routes["two_level"]["curve"]
     difference = routes["two_level_difference"]
     assert difference["dft_calls"] > 0 and difference["held_out_check"]["frames"] >= 2
+    composite = routes["two_level_composite"]
+    assert composite["dft_calls"] == difference["dft_calls"] and composite["held_out_check"]["frames"] >= 2
+    assert composite["model"].endswith("composite.ckpt")
     assert routes["distill_8"]["dft_calls"] == 8
     assert all(len(route["test"]) == 2 for route in routes.values())
     assert json.loads((tmp_path / "dft_oracle.json").read_text())["result"]["oracle_speedup_vs_plain_pyscf"] > 0

@@ -23,6 +23,11 @@ Once the cheap level (:mod:`sciml.active.two_level`, level 1) has learned where 
 4. **Calibration and a held-out check**: ``calibration_frames`` frames of the final model's own MD at the target,
    labelled by the expensive oracle, refit its uncertainty scales (:mod:`sciml.active.calibration`) and give its
    error against the expensive level on frames it never trained on (``final/check.json``).
+5. **The composite**: the difference model under the cheap method itself (``composite.ckpt``, a checkpoint that
+   names the method: :mod:`sciml.calculators.baseline`), its uncertainty refitted on the same frames
+   (``difference/check.json``). No distillation error, at the price of a cheap-oracle call every MD step
+   (GFN2-xTB: about 1 ms for ethanol), and only through the ASE calculator (the replica driver and the exports
+   run a model alone).
 
 Everything resumes: the pool, each round's model and picks (written before the oracle sees them), the store of
 expensive labels (``labelled.extxyz``) and the final model are read back, never recomputed.
@@ -51,6 +56,7 @@ from sciml.active.picks import Pick, read_picks, spread_frames, write_picks
 from sciml.active.state import RunState
 from sciml.active.store import LabelStore
 from sciml.active.training import TrainingSettings, train_round
+from sciml.calculators.baseline import write_baseline
 from sciml.calculators.checkpoint import CheckpointModels
 
 POOL_ATTEMPTS = 4  # batches of MD runs that may fill the pool
@@ -156,11 +162,13 @@ class DifferenceLevel:
                         f"{record.max_uncertainty:.3f} eV/Å); {len(self.store.labelled)} expensive labels")  # fmt: skip
         if previous is None:
             raise ValueError("rounds is 0: the difference needs at least one round's model")
-        final = self._distil(pool, self._final_difference(pool, previous))
+        difference = self._final_difference(pool, previous)
+        final = self._distil(pool, difference)
         model = self._calibrate(final, list(starts))
         written = self.directory / "model.ckpt"
         shutil.copyfile(model, written)
         self.report(f"wrote {written} (distilled from {len(pool)} frames, {len(self.store.labelled)} expensive labels)")
+        self._composite(difference)
         return written
 
     # --- the stages -------------------------------------------------------------------------------------
@@ -304,6 +312,41 @@ class DifferenceLevel:
                     f"(forces), x {factors[0]:.2f} (energy)")  # fmt: skip
         return calibrated
 
+    def _composite(self, difference: Path) -> Path | None:
+        """``composite.ckpt``: the difference model under the cheap method (a checkpoint that names it,
+        :mod:`sciml.calculators.baseline`: its MD needs a cheap-oracle call every step), its uncertainty scales
+        refitted on the calibration frames (expensive - cheap there) and its errors on them in
+        ``difference/check.json``. None without calibration frames or when the cheap oracle cannot be a baseline."""
+        path, check_path = self.directory / "composite.ckpt", self.directory / "difference" / "check.json"
+        if path.exists() and check_path.exists():
+            return path
+        calibration = self.directory / "final" / "calibration.extxyz"
+        if self.cheap.baseline is None or not calibration.exists():
+            return None
+        labelled = self.store.labelled_with(pick.key for pick in read_picks(calibration))
+        differences = []
+        for frame in labelled:
+            try:
+                cheap = self.state.timed("oracle", self.cheap.label, frame)
+            except OracleFailure as failure:
+                self.report(f"composite: {self.cheap.name} failed on a calibration frame, left out ({failure})")
+                continue
+            energy = frame.get_potential_energy() - cheap.get_potential_energy()
+            differences.append(_labelled(frame, energy, frame.get_forces() - cheap.get_forces()))
+        if len(differences) < 2:
+            return None
+        model = self.models(difference)
+        check = held_out_errors(model, differences)
+        factors = self.state.timed("training", scale_factors, model, differences)
+        write_baseline(rescaled_checkpoint(copy.deepcopy(model), factors, path), self.cheap.baseline)
+        check |= {"energy_scale_factor": factors[0], "force_scale_factor": factors[1]}
+        check_path.write_text(json.dumps(check, indent=1))
+        force, energy = check["force_mae_ev_per_a"] * 1e3, check["energy_mae_ev"] * 1e3
+        self.report(f"wrote {path}: {self.cheap.name} + the difference model (its MD calls {self.cheap.name} every "
+                    f"step); on the {len(differences)} calibration frames against {self.oracle.name}: force MAE "
+                    f"{force:.1f} meV/Å, energy MAE {energy:.1f} meV")  # fmt: skip
+        return path
+
     # --- helpers ----------------------------------------------------------------------------------------
     def _pick(self, pool: list[Atoms], index: int, uncertainty: float, reason: str) -> Pick:
         frame = pool[index]
@@ -337,7 +380,7 @@ class DifferenceLevel:
     def summary(self) -> dict:
         """The level's figures (``two_level.json``'s second level): expensive labels and failures, rounds, the
         held-out check of the final model, seconds per phase."""
-        check = self.directory / "final" / "check.json"
+        check, composite = self.directory / "final" / "check.json", self.directory / "difference" / "check.json"
         return {
             "oracle": self.oracle.name,
             "directory": str(self.directory),
@@ -347,6 +390,7 @@ class DifferenceLevel:
             "rounds": [record.as_json() for record in self.state.rounds],
             "converged": self.state.converged,
             "check": json.loads(check.read_text()) if check.exists() else None,
+            "composite_check": json.loads(composite.read_text()) if composite.exists() else None,
             "seconds": dict(self.state.seconds),
         }
 

@@ -21,6 +21,7 @@ from ase.calculators.calculator import Calculator
 from ase.calculators.singlepoint import SinglePointCalculator
 
 from sciml.active.label_cache import LabelCache
+from sciml.calculators.baseline import baseline_calculator, baseline_spec
 
 EXTRA = "pip install 'sciml[oracle]'"
 
@@ -39,15 +40,22 @@ def require(module: str, purpose: str):
 
 class Oracle:
     """A named ASE calculator used as the reference; ``factory()`` builds a fresh calculator (one per frame
-    when ``fresh``, so that a failed SCF leaves nothing behind for the next frame). With a ``cache``
+    when ``fresh``, so that a failed SCF leaves nothing behind for the next frame); ``baseline``: the method as a
+    checkpoint stores it (:func:`~sciml.calculators.baseline.baseline_spec`) where a model of a difference to
+    this oracle can carry it (``None``: it cannot be a baseline). With a ``cache``
     (:class:`~sciml.active.label_cache.LabelCache`), a frame labelled before under this name is read back
     instead of computed, and every new label is written to it. An oracle pickles (its calculator left behind),
     so that an executor's worker process can label with it."""
 
     def __init__(
-        self, name: str, factory: Callable[[], Calculator], fresh: bool = False, cache: LabelCache | None = None
+        self,
+        name: str,
+        factory: Callable[[], Calculator],
+        fresh: bool = False,
+        cache: LabelCache | None = None,
+        baseline: dict | None = None,
     ) -> None:
-        self.name, self.factory, self.fresh, self.cache = name, factory, fresh, cache
+        self.name, self.factory, self.fresh, self.cache, self.baseline = name, factory, fresh, cache, baseline
         self._calculator: Calculator | None = None
 
     def __getstate__(self) -> dict:
@@ -85,10 +93,9 @@ class Oracle:
 def gfn2_xtb(accuracy: float = 1.0, electronic_temperature: float = 300.0) -> Oracle:
     """GFN2-xTB (Bannwarth, Ehlert, Grimme, J. Chem. Theory Comput. 15, 1652 (2019)) through tblite's ASE
     calculator; ``electronic_temperature`` in K."""
-    module = require("tblite.ase", "the GFN2-xTB oracle")
-    factory = partial(module.TBLite, method="GFN2-xTB", accuracy=accuracy,
-                      electronic_temperature=electronic_temperature, verbosity=0)  # fmt: skip
-    return Oracle("GFN2-xTB", factory)
+    require("tblite.ase", "the GFN2-xTB oracle")
+    spec = baseline_spec("GFN2-xTB", accuracy=accuracy, electronic_temperature=electronic_temperature)
+    return Oracle("GFN2-xTB", partial(baseline_calculator, spec), baseline=spec)
 
 
 def pyscf_dft(**options) -> Oracle:

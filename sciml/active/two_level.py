@@ -58,8 +58,10 @@ def learn_on_two_levels(
         report(f"level 2 of 2: {final.oracle.name} on {len(seeds)} frames of level 1 spread over its store, then "
                f"fine-tuning {pretrained} and learning where it is uncertain")  # fmt: skip
         model = final.run(start, seeds=[_bare(frame) for frame in seeds], initial=pretrained)
+    composite = directory / "composite.ckpt"
     record = {
         "model": str(model),
+        **({"composite": str(composite)} if isinstance(final, DifferenceLevel) and composite.exists() else {}),
         "pretrained": str(pretrained),
         "levels": [_level(pretraining), final.summary() if isinstance(final, DifferenceLevel) else _level(final)],
     }

@@ -14,7 +14,8 @@ from ase.stress import full_3x3_to_voigt_6_stress
 from torch import nn
 from torch_geometric.data import Data
 
-from sciml.calculators.checkpoint import load_model
+from sciml.calculators.baseline import baseline_calculator
+from sciml.calculators.checkpoint import load_model_and_baseline
 from sciml.calculators.inference import ModelInference, plan_inference
 from sciml.data.neighbours import radius_graph
 from sciml.equivariant.graph import grown_capacity
@@ -59,6 +60,10 @@ class SciMLCalculator(Calculator):
             inside a last-layer uncertainty; :func:`~sciml.nn.compilation.compile_for_inference`); ``"eager"``
             (or ``False``). expected_calls: the run's length where known (MD steps): with ``"auto"``, a run too
             short to repay building the program stays eager (:class:`~sciml.calculators.inference.ModelInference`).
+        baseline: an ASE calculator whose energy, per-atom energies, forces and stress are added to the model's (the
+            model then learned the difference to it: :mod:`sciml.calculators.baseline`); ``from_checkpoint`` sets
+            it from a checkpoint that names one. The uncertainty is the model's: the baseline is exact by
+            definition.
         static_shapes: fixed-capacity neighbour buffers: every pair within cutoff + skin is kept until the next
             rebuild (the model's smooth cutoff makes the ones beyond the cutoff contribute exactly nothing)
             and the list is padded to a capacity that only grows (``grown_capacity``) with pairs
@@ -89,9 +94,11 @@ class SciMLCalculator(Calculator):
         uncertainty: bool | None = None,
         source: str | None = None,
         expected_calls: int | None = None,
+        baseline: Calculator | None = None,
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
+        self.baseline = baseline
         self.reports_uncertainty = has_uncertainty(model) if uncertainty is None else bool(uncertainty)
         if self.reports_uncertainty and not has_uncertainty(model):
             where = f"checkpoint '{source}'" if source else f"the {type(model).__name__} model"
@@ -127,8 +134,12 @@ class SciMLCalculator(Calculator):
         use_ema: bool = True,
         **kwargs,
     ) -> SciMLCalculator:
-        """Load a ``sciml fit`` checkpoint with ``torch.load(weights_only=True)`` (see ``load_model``)."""
-        model = load_model(path, device, use_ema)
+        """Load a ``sciml fit`` checkpoint with ``torch.load(weights_only=True)`` (see ``load_model``); a checkpoint
+        that names a baseline method (a difference model, :mod:`sciml.calculators.baseline`) gets that method's
+        calculator as ``baseline``."""
+        model, baseline = load_model_and_baseline(path, device, use_ema)
+        if baseline is not None:
+            kwargs.setdefault("baseline", baseline_calculator(baseline))
         return cls(model, device=device, dtype=dtype, skin=skin, source=str(path), **kwargs)
 
     def calculate(self, atoms: Atoms | None = None, properties=("energy",), system_changes=all_changes) -> None:
@@ -155,10 +166,30 @@ class SciMLCalculator(Calculator):
         self.results["forces"] = outputs["forces"].detach().cpu().double().numpy()
         if "stress" in outputs:
             self.results["stress"] = full_3x3_to_voigt_6_stress(outputs["stress"][0].detach().cpu().double().numpy())
+        if self.baseline is not None:
+            self._add_baseline(atoms, want_stress)
         if self.reports_uncertainty:
             energy, forces = self.model.uncertainty(outputs)
             self.results["energy_uncertainty"] = float(energy[0].detach())
             self.results["forces_uncertainty"] = forces.detach().cpu().double().numpy()
+
+    def _add_baseline(self, atoms: Atoms, want_stress: bool) -> None:
+        """The baseline method's energy, per-atom energies, forces (and stress when asked) added to the results."""
+        frame = Atoms(atoms.numbers, atoms.positions, cell=atoms.cell, pbc=atoms.pbc)
+        frame.calc = self.baseline
+        energy = float(frame.get_potential_energy())
+        self.results["energy"] += energy
+        self.results["free_energy"] += energy
+        self.results["forces"] = self.results["forces"] + frame.get_forces()
+        try:
+            self.results["energies"] = self.results["energies"] + frame.get_potential_energies()
+        except PropertyNotImplementedError:  # a method without per-atom energies: its share spread evenly
+            self.results["energies"] = self.results["energies"] + energy / len(atoms)
+        if "stress" in self.results:
+            if want_stress:
+                self.results["stress"] = self.results["stress"] + frame.get_stress()
+            else:  # an eager periodic call's stress came unasked: without the baseline's it would be wrong
+                del self.results["stress"]
 
     def _graph(self, atoms: Atoms) -> Data:
         # periodic directions wrapped into the cell: MD engines do not wrap, and atoms that have travelled

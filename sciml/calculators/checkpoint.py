@@ -8,6 +8,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from sciml.calculators.baseline import BASELINE_KEY
 from sciml.nn.checkpoint import CheckpointError, build_module, format_version, read_checkpoint, sub_state_dict
 
 
@@ -16,8 +17,25 @@ def load_model(path: str | Path, device: str | torch.device = "cpu", use_ema: bo
 
     The file is read with ``torch.load(weights_only=True)``: a checkpoint that needs arbitrary pickled
     code is refused, never executed. The model class must live inside the ``sciml`` package. The model has
-    the floating-point dtype of the stored weights (a float64-trained model loads without rounding).
+    the floating-point dtype of the stored weights (a float64-trained model loads without rounding). A
+    checkpoint whose model is a difference to a cheap method (:mod:`sciml.calculators.baseline`) is refused: the
+    model alone is not the potential (``SciMLCalculator.from_checkpoint`` adds the method).
     """
+    model, baseline = load_model_and_baseline(path, device, use_ema)
+    if baseline is not None:
+        raise CheckpointError(
+            f"checkpoint '{path}' models the difference to {baseline['method']}: its energies and forces are "
+            f"{baseline['method']}'s plus the model's, which only SciMLCalculator.from_checkpoint (sciml md with one "
+            "replica, the ASE calculator) computes; the replica driver and the exports run the model alone"
+        )
+    return model
+
+
+def load_model_and_baseline(
+    path: str | Path, device: str | torch.device = "cpu", use_ema: bool = True
+) -> tuple[nn.Module, dict | None]:
+    """:func:`load_model`'s model and the checkpoint's baseline method (``None`` when its model is the whole
+    potential; else the stored dict of :mod:`sciml.calculators.baseline`)."""
     checkpoint = read_checkpoint(path, device)
     spec = checkpoint.get("sciml_model")
     if not spec:
@@ -31,7 +49,7 @@ def load_model(path: str | Path, device: str | torch.device = "cpu", use_ema: bo
     if stored is not None:  # built in the default dtype: a float64 checkpoint would be rounded on loading
         model = model.to(stored)
     model.load_state_dict(state)
-    return model.to(device).eval()
+    return model.to(device).eval(), checkpoint.get(BASELINE_KEY)
 
 
 class CheckpointModels:

@@ -97,6 +97,22 @@ def test_the_difference_is_labelled_where_uncertain_distilled_and_resumed_withou
     assert check["frames"] == 3 and check["force_mae_ev_per_a"] > 0
     record = json.loads((tmp_path / "two_level.json").read_text())
     assert record["levels"][1]["oracle_calls"] == expensive.calls and record["levels"][1]["check"] == check
+    # the composite: GFN2-xTB + the difference model, checked on the same calibration frames
+    composite_check = json.loads((tmp_path / "difference" / "check.json").read_text())
+    assert record["levels"][1]["composite_check"] == composite_check and composite_check["frames"] == 3
+    assert record["composite"] == str(tmp_path / "composite.ckpt")
+    composite = SciMLCalculator.from_checkpoint(tmp_path / "composite.ckpt", dtype="float64", compile="eager")
+    calibration = store.labelled[-1]
+
+    def on_calibration_frame(calculator) -> Atoms:
+        atoms = Atoms(calibration.numbers, calibration.positions)
+        atoms.calc = calculator
+        return atoms
+
+    energies = [on_calibration_frame(c).get_potential_energy() for c in (difference, gfn2_xtb().factory())]
+    assert on_calibration_frame(composite).get_potential_energy() == pytest.approx(sum(energies), abs=1e-8)
+    error = abs(on_calibration_frame(composite).get_forces() - calibration.get_forces()).mean()
+    assert composite_check["force_mae_ev_per_a"] > 0 and error < 1.0  # the composite predicts the expensive level
     trained = (tmp_path / "final" / "model.ckpt").stat().st_mtime_ns
     levels()  # resumed: nothing labelled or trained again (the calibration's labels do not make a new final model)
     assert expensive.calls == 4 + 2 + 2 + 3 and (tmp_path / "final" / "model.ckpt").stat().st_mtime_ns == trained
@@ -138,7 +154,7 @@ def test_sciml_learn_transfer_difference_runs_both_levels_from_the_command_line(
                     "--pool-frames", "6", "--pool-spacing-fs", "1", "--difference-epochs", "1", "--transfer-rounds",
                     "1", "--transfer-cap", "2", "--transfer-threshold", "1e-9", "--spacing-fs", "0", "--no-progress",
                     "--output", str(tmp_path)])  # fmt: skip
-    assert summary["model"] == str(tmp_path / "model.ckpt")
+    assert summary["model"] == str(tmp_path / "model.ckpt") and summary["composite"] == str(tmp_path / "composite.ckpt")
     assert len(ase.io.read(tmp_path / "pool.extxyz", index=":")) == 6
     assert summary["levels"][1]["oracle_calls"] == 3 + 2 + 2  # seeds, round 1's picks, calibration
     level = json.loads((tmp_path / "summary.json").read_text())
