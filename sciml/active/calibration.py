@@ -8,7 +8,7 @@ frames the model will meet in a simulation. The scales fitted there need not hol
 temperature. So the model the loop writes gets both scales refitted, by the same rule, on held-out frames of
 its own MD: ``frames`` frames uniform in time over runs after the ramp (:func:`sample_frames`), labelled by
 the oracle. The factor each scale is multiplied by is that rule's s for the model's calibrated sigmas over
-those frames (:func:`scale_factors`).
+those frames (:func:`calibrated_checkpoint`).
 
 What the refit changes, measured by ``scripts/bench_active.py``: ``docs/benchmarks/active.md`` and
 ``docs/benchmarks/earlier.md``.
@@ -16,9 +16,11 @@ What the refit changes, measured by ``scripts/bench_active.py``: ``docs/benchmar
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 from ase import Atoms
 from torch import nn
 
@@ -60,16 +62,20 @@ def sample_frames(
     return sampled
 
 
-def scale_factors(model: nn.Module, labelled: list[Atoms]) -> tuple[float, float]:
-    """(energy, force) factors s, s^2 = sum e^2 / sum sigma^2 (:func:`~sciml.uncertainty.scales.scale_factor`),
-    of ``model`` (with an uncertainty) on the ``labelled`` frames: its scales times these are the scales fitted
-    on them."""
+def calibrated_checkpoint(model: UncertaintyModel, labelled: list[Atoms], output: str | Path) -> dict:
+    """``model`` (left as it is) with both uncertainty scales refitted on the held-out ``labelled`` frames, written to
+    ``output``, and its errors on them from the same predictions: ``frames``, ``force_mae_ev_per_a`` (over force
+    components), ``energy_mae_ev`` and the factors the scales were multiplied by (``energy_scale_factor``,
+    ``force_scale_factor``: s, s^2 = sum e^2 / sum sigma^2, :func:`~sciml.uncertainty.scales.scale_factor`)."""
     from sciml.calculators import SciMLCalculator
 
     report = calibration_report(SciMLCalculator(model, uncertainty=True, compile="eager"), labelled)  # a few frames
     energy = scale_factor(report.energy_error, report.energy_uncertainty)
     force = scale_factor(report.component_error, report.component_uncertainty)
-    return energy, force
+    rescaled_checkpoint(copy.deepcopy(model), (energy, force), output)
+    return {"frames": len(labelled), "force_mae_ev_per_a": float(np.mean(np.abs(report.component_error))),
+            "energy_mae_ev": float(np.mean(np.abs(report.energy_error))), "energy_scale_factor": energy,
+            "force_scale_factor": force}  # fmt: skip
 
 
 def rescaled_checkpoint(model: UncertaintyModel, factors: tuple[float, float], output: str | Path) -> Path:

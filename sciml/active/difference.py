@@ -48,7 +48,7 @@ import numpy as np
 from ase import Atoms
 from ase.calculators.singlepoint import SinglePointCalculator
 
-from sciml.active.calibration import rescaled_checkpoint, sample_frames, scale_factors
+from sciml.active.calibration import calibrated_checkpoint, sample_frames
 from sciml.active.exploration import ExplorationSettings, explore
 from sciml.active.labelling import Labeller
 from sciml.active.oracles import Oracle, OracleFailure
@@ -301,15 +301,13 @@ class DifferenceLevel:
         if len(labelled) < 2:
             self.report(f"final model: {len(labelled)} calibration frames labelled, too few: its scales stay")
             return model
-        check = held_out_errors(self.models(model), labelled)
-        factors = self.state.timed("training", scale_factors, self.models(model), labelled)
-        rescaled_checkpoint(copy.deepcopy(self.models(model)), factors, calibrated)
-        check |= {"energy_scale_factor": factors[0], "force_scale_factor": factors[1]}
+        check = self.state.timed("training", calibrated_checkpoint, self.models(model), labelled, calibrated)
         check_path.write_text(json.dumps(check, indent=1))
         force, energy = check["force_mae_ev_per_a"] * 1e3, check["energy_mae_ev"] * 1e3
+        factors = check["force_scale_factor"], check["energy_scale_factor"]
         self.report(f"final model on {len(labelled)} frames of its own MD against {self.oracle.name}: force MAE "
-                    f"{force:.1f} meV/Å, energy MAE {energy:.1f} meV; uncertainty scales x {factors[1]:.2f} "
-                    f"(forces), x {factors[0]:.2f} (energy)")  # fmt: skip
+                    f"{force:.1f} meV/Å, energy MAE {energy:.1f} meV; uncertainty scales x {factors[0]:.2f} "
+                    f"(forces), x {factors[1]:.2f} (energy)")  # fmt: skip
         return calibrated
 
     def _composite(self, difference: Path) -> Path | None:
@@ -335,11 +333,8 @@ class DifferenceLevel:
             differences.append(_labelled(frame, energy, frame.get_forces() - cheap.get_forces()))
         if len(differences) < 2:
             return None
-        model = self.models(difference)
-        check = held_out_errors(model, differences)
-        factors = self.state.timed("training", scale_factors, model, differences)
-        write_baseline(rescaled_checkpoint(copy.deepcopy(model), factors, path), self.cheap.baseline)
-        check |= {"energy_scale_factor": factors[0], "force_scale_factor": factors[1]}
+        check = self.state.timed("training", calibrated_checkpoint, self.models(difference), differences, path)
+        write_baseline(path, self.cheap.baseline)
         check_path.write_text(json.dumps(check, indent=1))
         force, energy = check["force_mae_ev_per_a"] * 1e3, check["energy_mae_ev"] * 1e3
         self.report(f"wrote {path}: {self.cheap.name} + the difference model (its MD calls {self.cheap.name} every "
@@ -447,22 +442,6 @@ def distilled_frames(pool: Sequence[Atoms], expensive: dict[int, Atoms], differe
         energy = frame.get_potential_energy() + atoms.get_potential_energy()
         frames.append(_labelled(frame, energy, frame.get_forces() + atoms.get_forces()))
     return frames
-
-
-def held_out_errors(model, labelled: Sequence[Atoms]) -> dict[str, float]:
-    """``model``'s force MAE (eV/Å, over components) and energy MAE (eV) on the ``labelled`` frames, with their
-    number."""
-    from sciml.calculators import SciMLCalculator
-
-    calculator = SciMLCalculator(model, compile="eager")
-    force_errors, energy_errors = [], []
-    for frame in labelled:
-        atoms = Atoms(frame.numbers, frame.positions, cell=frame.cell, pbc=frame.pbc)
-        atoms.calc = calculator
-        force_errors.append(np.abs(atoms.get_forces() - frame.get_forces()).ravel())
-        energy_errors.append(abs(atoms.get_potential_energy() - frame.get_potential_energy()))
-    return {"frames": len(labelled), "force_mae_ev_per_a": float(np.mean(np.concatenate(force_errors))),
-            "energy_mae_ev": float(np.mean(energy_errors))}  # fmt: skip
 
 
 def _labelled(frame: Atoms, energy: float, forces: np.ndarray) -> Atoms:

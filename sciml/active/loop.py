@@ -42,7 +42,6 @@ new exploration. An oracle failure is recorded in the store and skipped.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import math
 import shutil
@@ -53,7 +52,7 @@ from pathlib import Path
 from ase import Atoms
 
 from sciml.active.budget import Planner, runs_per_round
-from sciml.active.calibration import rescaled_checkpoint, sample_frames, scale_factors
+from sciml.active.calibration import calibrated_checkpoint, sample_frames
 from sciml.active.exploration import ExplorationSettings, explore, select_frames, shares
 from sciml.active.labelling import Labeller
 from sciml.active.oracles import Oracle
@@ -297,14 +296,13 @@ class ActiveLearning:
             record.calibration = {"frames": len(labelled), "energy_scale_factor": 1.0, "force_scale_factor": 1.0}
             state.save()
             return model
-        factors = state.timed("training", scale_factors, self.models(model), labelled)
-        rescaled_checkpoint(copy.deepcopy(self.models(model)), factors, calibrated)
-        record.calibration = {"frames": len(labelled), "energy_scale_factor": factors[0],
-                              "force_scale_factor": factors[1]}  # fmt: skip
+        check = state.timed("training", calibrated_checkpoint, self.models(model), labelled, calibrated)
+        record.calibration = {key: check[key] for key in ("frames", "energy_scale_factor", "force_scale_factor")}
         state.save()
         self.report(
             f"final model: uncertainty calibrated on {len(labelled)} frames of its MD at "
-            f"{exploration.temperature:g} K (force scale x {factors[1]:.2f}, energy x {factors[0]:.2f})"
+            f"{exploration.temperature:g} K (force scale x {check['force_scale_factor']:.2f}, energy x "
+            f"{check['energy_scale_factor']:.2f})"
         )
         return calibrated
 

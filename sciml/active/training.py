@@ -31,7 +31,7 @@ from sciml.models import E2Former
 from sciml.nn.checkpoint import write_model_checkpoint
 from sciml.training import PotentialModule
 from sciml.training.callbacks import FitScheduleToTime
-from sciml.training.potential_module import recipe_optimizer, recipe_scheduler
+from sciml.training.potential_module import RECIPE_GRADIENT_CLIP, recipe_optimizer, recipe_scheduler
 from sciml.uncertainty import Committee
 from sciml.uncertainty.fitting import calibrate_committee, fit_last_layer_uncertainty
 from sciml.uncertainty.last_layer import LastLayerUncertainty, check_force_uncertainty
@@ -94,7 +94,8 @@ def train_energy_model(
     directory: Path,
     max_seconds: float | None = None,
 ) -> PotentialModule:
-    """Train ``model`` (an energy model) for ``epochs`` on ``data`` with the recipe at ``settings.learning_rate``;
+    """Train ``model`` (an energy model) for ``epochs`` on ``data`` with the recipe at ``settings.learning_rate``
+    (its gradient clip too, :data:`~sciml.training.potential_module.RECIPE_GRADIENT_CLIP`);
     returns the :class:`~sciml.training.PotentialModule` (its ``evaluation_model``: the EMA weights).
     ``max_seconds``: fewer epochs if they would take longer, the schedule fitted to them
     (:class:`~sciml.training.callbacks.FitScheduleToTime`)."""
@@ -103,9 +104,9 @@ def train_energy_model(
     timed = max_seconds is not None
     trainer = L.Trainer(
         max_epochs=epochs, max_time=timedelta(seconds=max_seconds) if timed else None,
-        callbacks=[FitScheduleToTime()] if timed else None, accelerator="cpu", devices=1, logger=False,
-        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-        default_root_dir=str(directory), num_sanity_val_steps=0,
+        callbacks=[FitScheduleToTime()] if timed else None, gradient_clip_val=RECIPE_GRADIENT_CLIP,
+        accelerator="cpu", devices=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+        enable_model_summary=False, default_root_dir=str(directory), num_sanity_val_steps=0,
     )  # fmt: skip
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", ".*does not have many workers.*")

@@ -27,6 +27,13 @@ def recipe_optimizer(parameters, lr: float = 1e-2) -> torch.optim.Optimizer:
     return torch.optim.Adam(parameters, lr=lr, amsgrad=True)
 
 
+#: The recipe's clip of the gradients' norm (``lightning.Trainer(gradient_clip_val=...)``, the configs'
+#: ``trainer.gradient_clip_val``). Active learning's trainings once ran without it: on 80 DFT - GFN2-xTB
+#: difference frames of ethanol, 100 epochs of the medium model reached a training force MAE of 43 meV/Å without
+#: it and 16 with it.
+RECIPE_GRADIENT_CLIP = 10.0
+
+
 def recipe_scheduler(optimizer: torch.optim.Optimizer) -> WarmupCosine:
     """The recipe's schedule: 100 warm-up steps, then cosine decay per step to 5 % of the peak at the last step."""
     return WarmupCosine(optimizer, warmup_steps=100, min_ratio=0.05)
