@@ -208,12 +208,7 @@ class DifferenceLevel:
 
     def _differences(self, pool: list[Atoms]) -> list[Atoms]:
         """Every pool frame the expensive oracle labelled, as expensive - cheap (energy eV, forces eV/Å)."""
-        frames = []
-        for index, frame in self._expensive_by_index().items():
-            cheap = pool[index]
-            energy = frame.get_potential_energy() - cheap.get_potential_energy()
-            frames.append(_labelled(frame, energy, frame.get_forces() - cheap.get_forces()))
-        return frames
+        return [_difference(frame, pool[index]) for index, frame in self._expensive_by_index().items()]
 
     def _picks(self, round: int, record, pool: list[Atoms], checkpoint: Path) -> list[Pick]:
         path = checkpoint.parent / "candidates.extxyz"
@@ -329,8 +324,7 @@ class DifferenceLevel:
             except OracleFailure as failure:
                 self.report(f"composite: {self.cheap.name} failed on a calibration frame, left out ({failure})")
                 continue
-            energy = frame.get_potential_energy() - cheap.get_potential_energy()
-            differences.append(_labelled(frame, energy, frame.get_forces() - cheap.get_forces()))
+            differences.append(_difference(frame, cheap))
         if len(differences) < 2:
             return None
         check = self.state.timed("training", calibrated_checkpoint, self.models(difference), differences, path)
@@ -442,6 +436,12 @@ def distilled_frames(pool: Sequence[Atoms], expensive: dict[int, Atoms], differe
         energy = frame.get_potential_energy() + atoms.get_potential_energy()
         frames.append(_labelled(frame, energy, frame.get_forces() + atoms.get_forces()))
     return frames
+
+
+def _difference(expensive: Atoms, cheap: Atoms) -> Atoms:
+    """The geometry of ``expensive`` labelled with expensive - cheap (energy eV, forces eV/Å)."""
+    energy = expensive.get_potential_energy() - cheap.get_potential_energy()
+    return _labelled(expensive, energy, expensive.get_forces() - cheap.get_forces())
 
 
 def _labelled(frame: Atoms, energy: float, forces: np.ndarray) -> Atoms:
