@@ -111,7 +111,11 @@ def test_dft_routes_compare_the_two_level_route_with_the_largest_passive_set_and
     assert result["force_mae_ratio_vs_passive"] == pytest.approx((21 + 3 * 29) / (20 + 3 * 30))
     assert result["force_mae_ratio_vs_mace_same_labels"] == pytest.approx((20 + 3 * 30) / (25 + 3 * 35))
     assert result["minutes_to_dft_model"] == 15.0 and result["oracle_speedup_vs_plain_pyscf"] == 2.5
+    assert "force_mae_ratio_vs_passive_composite" not in result
     assert result_line(records, 2.5, "two_level")["dft_calls_ratio_vs_passive"] == pytest.approx(0.2)
+    records["two_level_composite"] = record(90, 19, 25)
+    composite = result_line(records, 2.5, "two_level_difference")["force_mae_ratio_vs_passive_composite"]
+    assert composite == pytest.approx((19 + 3 * 25) / (20 + 3 * 30))
     lone = result_line({"passive_100": records["passive_100"]}, 1.0, "two_level")
     assert np.isnan(lone["dft_calls_ratio_vs_passive"])
     frame = Atoms("H2", [[0, 0, 0], [0, 0, 0.74]])
