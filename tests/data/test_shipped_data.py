@@ -16,6 +16,7 @@ ATOMS = {
     "aspirin_gfn2.extxyz": ({1, 6, 8}, ["energy", "forces"]),
     "cu_emt": ({29}, ["energy", "forces", "stress"]),
     "alanine_dipeptide_600K.traj": ({1, 6, 7, 8}, ["energy", "forces"]),
+    "n_methylacetamide_dft/test_400K.extxyz": ({1, 6, 7, 8}, ["energy", "forces"]),  # PBE/def2-SVP
 }
 
 
