@@ -229,10 +229,7 @@ class Routes:
         files |= mace_files(self.data, ["valid_500K.extxyz"], folder / "data")
         model, epochs, seconds, _ = train_mace(files, folder, self.budget_s, 1 if self.smoke else None, "float32",
                                                timed, train=self.pool_part(count).name)  # fmt: skip
-        valid = self.data / "valid_500K.extxyz"
-        result = evaluate("mace", model, str(mace_python()), self.md_ps, folder / "eval.log", 0, self.tests, valid,
-                          self.rotor_scan())  # fmt: skip
-        result["test"] = {Path(path).name: value for path, value in result["test"].items()}
+        result = self.final_tests("mace", model, folder)
         minutes = {"oracle": count * self.label_seconds() / 60, "training": seconds / 60, "md": 0.0}
         return {**result, "dft_calls": count, "epochs": epochs, "minutes": minutes, "model": str(model)}
 
@@ -255,10 +252,8 @@ class Routes:
         summary = json.loads((run / "summary.json").read_text())
         levels = summary["levels"] if two_level else [{"oracle": "DFT", "seconds": summary["seconds"],
                                                         "oracle_calls": summary["oracle_calls"]}]  # fmt: skip
+        result = self.final_tests("sciml", run / "model.ckpt", folder)
         valid = self.data / "valid_500K.extxyz"
-        result = evaluate("sciml", run / "model.ckpt", sys.executable, self.md_ps, folder / "eval.log", 0,
-                          self.tests, valid, self.rotor_scan())  # fmt: skip
-        result["test"] = {Path(path).name: value for path, value in result["test"].items()}
         curve = []
         rounds = [] if route == "two_level_difference" else json.loads((run / "state.json").read_text())["rounds"]
         for record in rounds:
@@ -276,6 +271,15 @@ class Routes:
         return {**result, "dft_calls": levels[-1]["oracle_calls"], "curve": curve, "minutes": minutes,
                 "wall_minutes": wall / 60, "levels": levels, "model": str(run / "model.ckpt"), **extra}  # fmt: skip
 
+    def final_tests(self, kind: str, model: Path, folder: Path) -> dict:
+        """A route's final ``model`` (``kind``: ``"sciml"`` or ``"mace"``) on the tests (keyed by file name), its NVE
+        run and the rotor scan, logged in ``<folder>/eval.log``."""
+        python = str(mace_python()) if kind == "mace" else sys.executable
+        result = evaluate(kind, model, python, self.md_ps, folder / "eval.log", 0, self.tests,
+                          self.data / "valid_500K.extxyz", self.rotor_scan())  # fmt: skip
+        result["test"] = {Path(path).name: value for path, value in result["test"].items()}
+        return result
+
     def composite(self) -> dict:
         """``two_level_difference``'s ``composite.ckpt`` (GFN2-xTB + its final difference model) on the tests, NVE
         and the scan; its DFT calls and minutes are that run's, its held-out check ``difference/check.json``."""
@@ -286,10 +290,7 @@ class Routes:
             raise SystemExit(f"{model} is missing: a run from before composites; run `sciml learn` on it again (it "
                              "resumes, calls no DFT and writes the composite)")  # fmt: skip
         folder.mkdir(parents=True, exist_ok=True)
-        valid = self.data / "valid_500K.extxyz"
-        result = evaluate("sciml", model, sys.executable, self.md_ps, folder / "eval.log", 0, self.tests, valid,
-                          self.rotor_scan())  # fmt: skip
-        result["test"] = {Path(path).name: value for path, value in result["test"].items()}
+        result = self.final_tests("sciml", model, folder)
         check = json.loads((run / "difference" / "check.json").read_text())
         return {**result, "dft_calls": record["dft_calls"], "curve": [], "minutes": record["minutes"],
                 "levels": record["levels"], "model": str(model), "held_out_check": check}  # fmt: skip

@@ -193,12 +193,7 @@ class DifferenceLevel:
             self.report(f"pool: {len(frames)} frames of {settings.pool_frames}: the runs kept ending early (the "
                         f"cheap model's uncertainty above {exploration.stop_factor:g} x the threshold)")  # fmt: skip
         pool = []
-        for frame in frames:
-            try:
-                labelled = self.state.timed("oracle", self.cheap.label, frame)
-            except OracleFailure as failure:
-                self.report(f"pool: {self.cheap.name} failed on a frame, left out ({failure})")
-                continue
+        for frame, labelled in self._cheap_labels(frames, "pool"):
             labelled.info.update({key: frame.info[key] for key in ("time_fs", "replica") if key in frame.info})
             pool.append(labelled)
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -317,14 +312,7 @@ class DifferenceLevel:
         if self.cheap.baseline is None or not calibration.exists():
             return None
         labelled = self.store.labelled_with(pick.key for pick in read_picks(calibration))
-        differences = []
-        for frame in labelled:
-            try:
-                cheap = self.state.timed("oracle", self.cheap.label, frame)
-            except OracleFailure as failure:
-                self.report(f"composite: {self.cheap.name} failed on a calibration frame, left out ({failure})")
-                continue
-            differences.append(_difference(frame, cheap))
+        differences = [_difference(frame, cheap) for frame, cheap in self._cheap_labels(labelled, "composite")]
         if len(differences) < 2:
             return None
         check = self.state.timed("training", calibrated_checkpoint, self.models(difference), differences, path)
@@ -341,6 +329,17 @@ class DifferenceLevel:
         frame = pool[index]
         bare = Atoms(frame.numbers, frame.positions, cell=frame.cell, pbc=frame.pbc)
         return Pick(f"pool-{index}", bare, uncertainty, f"{reason} (pool frame {index})")
+
+    def _cheap_labels(self, frames: Sequence[Atoms], stage: str) -> list[tuple[Atoms, Atoms]]:
+        """``(frame, its cheap label)`` for each of ``frames`` the cheap oracle labels; a failure is reported (for
+        ``stage``) and the frame left out."""
+        pairs = []
+        for frame in frames:
+            try:
+                pairs.append((frame, self.state.timed("oracle", self.cheap.label, frame)))
+            except OracleFailure as failure:
+                self.report(f"{stage}: {self.cheap.name} failed on a frame, left out ({failure})")
+        return pairs
 
     def _expensive_by_index(self) -> dict[int, Atoms]:
         pairs = zip(self.store.labelled, self.store.labelled_records, strict=True)
