@@ -1,5 +1,5 @@
-"""Test errors, an NVE run and (ethanol) a relaxed scan of the C-C-O-H dihedral of one trained potential through
-its ASE calculator; prints one JSON line.
+"""Test errors, an NVE run and a relaxed torsion scan (``_rotor.TORSIONS``: ethanol's C-C-O-H, N-methylacetamide's
+amide bond) of one trained potential through its ASE calculator; prints one JSON line.
 
 Runs in sciml's environment (``--kind sciml``: a ``sciml fit`` checkpoint; ``--kind pyscf``: the DFT reference
 itself, for its own scan) or in MACE's own environment (``--kind mace``: a ``.model`` file from
@@ -109,8 +109,9 @@ def main() -> None:
     parser.add_argument("--temperature", type=float, default=500.0)
     parser.add_argument("--timestep", type=float, default=0.5, help="fs")
     parser.add_argument("--max-frames", type=int, default=0, help="evenly spaced test frames per file (0: all)")
-    parser.add_argument("--rotor-scan", help="ethanol: a relaxed scan of the C-C-O-H dihedral (0-180°, 20° steps, "
-                        "fmax 0.02 eV/Å) from this file's first frame")  # fmt: skip
+    parser.add_argument("--rotor-scan", help="a relaxed scan of --torsion (20° steps, fmax 0.02 eV/Å) from this "
+                        "file's first frame")  # fmt: skip
+    parser.add_argument("--torsion", default="ethanol", help="the molecule whose torsion (_rotor.TORSIONS) is scanned")
     args = parser.parse_args()
     frames = sum(len(ase.io.read(path, index=":")) for path in args.test)
     steps = int(round(args.md_ps * 1000 / args.timestep))
@@ -121,9 +122,9 @@ def main() -> None:
     if args.md_ps > 0:
         result["nve"] = nve_drift(calc, args.md_start, args.md_ps, args.temperature, args.timestep, seed=0)
     if args.rotor_scan:
-        from _rotor import rotor_profile
+        from _rotor import TORSIONS, torsion_scan
 
-        result["rotor"] = rotor_profile(ase.io.read(args.rotor_scan, index=0), calc, range(0, 181, 20), fmax=0.02)
+        result["rotor"] = torsion_scan(ase.io.read(args.rotor_scan, index=0), calc, TORSIONS[args.torsion], fmax=0.02)
     print("JSON " + json.dumps(result))
 
 

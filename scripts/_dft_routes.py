@@ -101,7 +101,7 @@ class Routes:
         return record
 
     def scan_of(self, route: str, record: dict) -> dict:
-        """The relaxed C-C-O-H scan of a route's final model (a record written before scans were made)."""
+        """The relaxed torsion scan of a route's final model (a record written before scans were made)."""
         model = Path(record.get("model") or self.work / route / "run" / "model.ckpt")
         kind, python = ("mace", str(mace_python())) if route.startswith("mace") else ("sciml", sys.executable)
         valid = self.data / "valid_500K.extxyz"
@@ -109,11 +109,12 @@ class Routes:
         return evaluate(kind, model, python, 0.0, log, 0, [], valid, self.rotor_scan())["rotor"]
 
     def rotor_scan(self) -> tuple[str, ...]:
-        """``_accuracy_eval.py``'s arguments for ethanol's relaxed C-C-O-H scan (none for the smoke's water)."""
-        return () if self.smoke else ("--rotor-scan", str(self.data / "valid_500K.extxyz"))
+        """``_accuracy_eval.py``'s arguments for the molecule's relaxed torsion scan (``_rotor.TORSIONS``) from
+        the first validation frame (none for the smoke's water)."""
+        return () if self.smoke else ("--rotor-scan", str(self.data / "valid_500K.extxyz"), "--torsion", self.name)
 
     def reference_scan(self) -> dict:
-        """The DFT level's own relaxed C-C-O-H scan (``rotor_scan``), cached in ``<work>/dft_scan.json``."""
+        """The DFT level's own relaxed torsion scan (``rotor_scan``), cached in ``<work>/dft_scan.json``."""
         path = self.work / "dft_scan.json"
         if self.smoke:
             return {}
@@ -381,7 +382,7 @@ def route_rows(records: dict[str, dict], xtb_ms: float) -> list[list[str]]:
             half = record["test"][test]
             first = [route, str(record["dft_calls"]), f"{minutes['oracle']:.1f}", f"{minutes['training']:.1f}",
                      f"{minutes['md']:.1f}", f"{pretrain:.1f}" if pretrain else "-"] if not k else [""] * 6  # fmt: skip
-            barrier = f"{record['rotor']['barrier_gauche_to_trans_mev']:.0f}" if "rotor" in record else "-"
+            barrier = f"{record['rotor']['barrier_mev']:.0f}" if "rotor" in record else "-"
             rows.append(first + [test[5:9], f"{half['force_mae_mev_per_a']:.1f}",
                                  f"{half['energy_mae_mev_per_atom']:.2f}", drift if not k else "",
                                  barrier if not k else "", md_cost if not k else ""])  # fmt: skip
@@ -389,7 +390,7 @@ def route_rows(records: dict[str, dict], xtb_ms: float) -> list[list[str]]:
 
 
 HEADER = ["route", "DFT calls", "DFT oracle min", "training min", "MD min", "GFN2-xTB level min", "test",
-          "F MAE meV/Å", "E MAE meV/atom", "NVE drift meV/atom/ps", "C-C-O-H barrier meV", "MD step needs"]  # fmt: skip
+          "F MAE meV/Å", "E MAE meV/atom", "NVE drift meV/atom/ps", "torsion barrier meV", "MD step needs"]  # fmt: skip
 
 
 def result_line(records: dict[str, dict], oracle_speedup: float, two_level_route: str) -> dict[str, float]:

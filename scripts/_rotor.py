@@ -1,5 +1,6 @@
 """Ethanol's hydroxyl rotor in ``bench_kinetics.py``: the C-C-O-H dihedral of frames, the training frames
-spread over it, the rotor's wells and transitions, and its relaxed energy profile under a calculator.
+spread over it, the rotor's wells and transitions, and its relaxed energy profile under a calculator; and the
+relaxed torsion scans of ``bench_dft.py``'s molecules (``TORSIONS``, ``torsion_scan``).
 
 Under GFN2-xTB the profile (relaxed scan, 10° steps) has gauche wells at ±60°, trans 66 meV above them at 180°,
 the gauche -> trans barrier 108 meV at ±130° and the gauche+ <-> gauche- barrier 56 meV at 0° (cis): at 300 K
@@ -10,11 +11,34 @@ few of the configurations that set the rate of the slow process.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 from ase import Atoms
 
 ROTOR = (0, 1, 2, 8)  # C-C-O-H in RDKit's order for CCO with hydrogens added
+
+
+@dataclass(frozen=True)
+class Torsion:
+    """One torsion of a molecule (atom indices in RDKit's order for its SMILES with hydrogens added), the two
+    wells it connects (dihedral in degrees, their names) and the angles of its relaxed scan, in scan order
+    (from the first well)."""
+
+    atoms: tuple[int, int, int, int]
+    label: str
+    wells: tuple[float, float]
+    well_names: tuple[str, str]
+    angles: tuple[float, ...]
+
+
+TORSIONS = {
+    "ethanol": Torsion(ROTOR, "C-C-O-H", (60.0, 180.0), ("gauche", "trans"), tuple(range(0, 181, 20))),
+    # the amide bond: trans (C-C(=O)-N-C 180°, the methyls anti) to cis (0°), through the rotated amide at ~90°
+    "n_methylacetamide": Torsion(
+        (3, 2, 1, 0), "C-C(=O)-N-C", (180.0, 0.0), ("trans", "cis"), tuple(range(180, -1, -20))
+    ),
+}
 
 
 def dihedrals(frames: Sequence[Atoms]) -> np.ndarray:
@@ -58,29 +82,58 @@ def rotor_populations(trajectories: Sequence[Sequence[Atoms]]) -> dict:
     return {"trans_fraction": trans / frames, "transitions": transitions, "frames": frames}
 
 
-def rotor_profile(
-    start: Atoms, calculator, angles: Sequence[float] = tuple(range(0, 181, 10)), fmax: float = 0.01
-) -> dict:
-    """Relaxed scan of the dihedral: at each angle (degrees, 10° steps by default) the structure relaxed (BFGS
-    to ``fmax`` eV/Å) with the dihedral held (``FixInternals``), continuing from the previous angle's structure.
-    Returns the angles, the energies relative to the lowest (meV), the gauche -> trans barrier and the
-    trans - gauche difference (meV)."""
+def moving_side(atoms: Atoms, torsion: Sequence[int]) -> list[int]:
+    """The atoms on the last atom's side of the torsion's middle bond (bonds by ASE's natural cutoffs): what a
+    change of the dihedral moves."""
+    from ase.neighborlist import NeighborList, natural_cutoffs
+
+    neighbours = NeighborList(natural_cutoffs(atoms), self_interaction=False, bothways=True)
+    neighbours.update(atoms)
+    side, frontier = {torsion[3]}, [torsion[3]]
+    while frontier:
+        for other in neighbours.get_neighbors(frontier.pop())[0]:
+            if other != torsion[2] and other not in side:
+                side.add(int(other))
+                frontier.append(int(other))
+    if torsion[1] in side:
+        raise ValueError(f"the torsion {tuple(torsion)} lies in a ring: its sides are joined")
+    return sorted(side)
+
+
+def torsion_scan(start: Atoms, calculator, torsion: Torsion, fmax: float = 0.02) -> dict:
+    """Relaxed scan of ``torsion``: at each of its angles the structure relaxed (BFGS to ``fmax`` eV/Å, at most
+    300 steps) with the dihedral held (``FixInternals``), continuing from the previous angle's structure.
+    Returns the angles and each relaxed structure's dihedral (degrees), the energies relative to the lowest
+    (meV), the barrier from the first well to the second (the highest energy strictly between them, less the
+    first well's) and the second well's energy less the first's (meV)."""
     from ase.constraints import FixInternals
     from ase.optimize import BFGS
 
-    atoms, energies = start.copy(), []
-    for angle in angles:
+    atoms, energies, held = start.copy(), [], []
+    side = moving_side(atoms, torsion.atoms)
+    for angle in torsion.angles:
         atoms.set_constraint()
-        atoms.set_dihedral(*ROTOR, angle, indices=[ROTOR[-1]])
-        atoms.set_constraint(FixInternals(dihedrals_deg=[[atoms.get_dihedral(*ROTOR), list(ROTOR)]]))
+        atoms.set_dihedral(*torsion.atoms, angle, indices=side)
+        atoms.set_constraint(FixInternals(dihedrals_deg=[[atoms.get_dihedral(*torsion.atoms), list(torsion.atoms)]]))
         atoms.calc = calculator
         BFGS(atoms, logfile=None).run(fmax=fmax, steps=300)
         energies.append(atoms.get_potential_energy())
+        held.append(atoms.get_dihedral(*torsion.atoms))
     relative = 1e3 * (np.array(energies) - min(energies))
-    angles = np.asarray(angles, dtype=float)
-    gauche = relative[np.argmin(np.abs(angles - 60))]
-    trans = relative[np.argmin(np.abs(angles - 180))]
-    between = (angles > 60) & (angles < 180)
-    return {"angles": angles.tolist(), "energies_mev": relative.tolist(),
-            "barrier_gauche_to_trans_mev": float(relative[between].max() - gauche),
-            "trans_minus_gauche_mev": float(trans - gauche)}  # fmt: skip
+    angles = np.asarray(torsion.angles, dtype=float)
+    first, second = (relative[np.argmin(np.abs(angles - well))] for well in torsion.wells)
+    between = (angles > min(torsion.wells)) & (angles < max(torsion.wells))
+    return {"torsion": torsion.label, "wells": dict(zip(torsion.well_names, torsion.wells, strict=True)),
+            "angles": angles.tolist(), "energies_mev": relative.tolist(), "relaxed_dihedrals": held,
+            "barrier_mev": float(relative[between].max() - first),
+            "second_minus_first_mev": float(second - first)}  # fmt: skip
+
+
+def rotor_profile(
+    start: Atoms, calculator, angles: Sequence[float] = tuple(range(0, 181, 10)), fmax: float = 0.01
+) -> dict:
+    """Ethanol's relaxed C-C-O-H scan (``torsion_scan``, 10° steps by default, BFGS to ``fmax`` eV/Å), its
+    values also under their well names: the gauche -> trans barrier and the trans - gauche difference (meV)."""
+    scan = torsion_scan(start, calculator, replace(TORSIONS["ethanol"], angles=tuple(angles)), fmax)
+    return {**scan, "barrier_gauche_to_trans_mev": scan["barrier_mev"],
+            "trans_minus_gauche_mev": scan["second_minus_first_mev"]}  # fmt: skip

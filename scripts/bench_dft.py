@@ -1,5 +1,5 @@
 """DFT quality with the fewest DFT calls: the oracle against the plain PySCF call, then every route to a DFT-level
-model of ethanol side by side.
+model of ethanol (9 atoms) or N-methylacetamide (12) side by side.
 
 Stage ``oracle`` (issue 56, deliverable 1). For ethanol (9 atoms), paracetamol (20) and ibuprofen (33), a few
 frames an active-learning round would pick (GFN2-xTB Langevin MD at 500 K from the MMFF94 structure, frames
@@ -18,7 +18,7 @@ Reported per molecule and level: seconds per label (mean over the frames), SCF c
 Results: ``benchmarks/results/dft_oracle.{json,md}``.
 
 Stage ``routes`` (deliverables 2-4; ``_dft_routes.py``): on ``data/<name>_dft/`` (made by
-``generate_dft_sets.py`` when missing, ~1 h for ethanol), passive E2Former at several sizes, MACE on the largest
+``generate_dft_sets.py`` when missing, ~1 h for either), passive E2Former at several sizes, MACE on the largest
 passive set, a DFT - GFN2-xTB difference model, on-the-fly learning with DFT alone and the two-level route
 (``configs/learn/<name>_dft.yaml``), each tested at 400 K and 600 K. Each route is cached in
 ``<work>/routes_<name>/<route>/stage.json`` as it finishes: a run stopped anywhere resumes at the next route.
@@ -27,6 +27,7 @@ Results: ``benchmarks/results/dft_routes_<name>.{json,md,png}``.
     python scripts/bench_dft.py                                  # both stages; hours on 2 CPU cores, resumable
     python scripts/bench_dft.py --stages oracle --molecules ethanol --levels pbe --frames 2
     python scripts/bench_dft.py --stages routes --routes passive_1000 mace_1000 --budget 10
+    python scripts/bench_dft.py --stages routes --name n_methylacetamide            # its pool: 500 frames
     python scripts/bench_dft.py --smoke --results /tmp/dft --work /tmp/dft-work   # water, STO-3G: minutes
 
 Last line (routes): ``RESULT dft_calls_ratio_vs_passive=<x> force_mae_ratio_vs_passive=<x>
@@ -59,11 +60,20 @@ from sciml.active import DFTLevel, PySCFCalculator, molecule_from_smiles
 MOLECULES = {"ethanol": "CCO", "paracetamol": "CC(=O)Nc1ccc(O)cc1", "ibuprofen": "CC(C)Cc1ccc(cc1)C(C)C(=O)O"}
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("pyscf", "pyscf-dispersion", "tblite", "torch", "ase", "numpy", "sciml")
-ROUTE_SMILES = {"ethanol": "CCO"}  # molecules with DFT sets (data/<name>_dft) and configs (<name>_dft.yaml)
-# passive sizes, MACE on the largest, the difference model, then the two learning routes
-ROUTES = ["passive_1000", "mace_1000", "two_level_difference", "two_level_composite", "two_level", "passive_100",
-          "passive_250", "delta_100", "distill_100", "dft_alone"]  # fmt: skip
+# molecules with DFT sets (data/<name>_dft), configs (<name>_dft.yaml) and a torsion to scan (_rotor.TORSIONS)
+ROUTE_SMILES = {"ethanol": "CCO", "n_methylacetamide": "CNC(C)=O"}
+POOL_FRAMES = {"ethanol": 1000, "n_methylacetamide": 500}  # the passive pool, sized to what a label costs
 TEST_NAMES = ["400 K", "600 K"]
+
+
+def default_routes(pool: int) -> list[str]:
+    """Passive on the whole pool, MACE on it, the two-level routes, then the smaller passive, difference and
+    distilled sets (a tenth and a quarter of the pool) and DFT alone: the order a stopped run resumes in."""
+    return [f"passive_{pool}", f"mace_{pool}", "two_level_difference", "two_level_composite", "two_level",
+            f"passive_{pool // 10}", f"passive_{pool // 4}", f"delta_{pool // 10}", f"distill_{pool // 10}",
+            "dft_alone"]  # fmt: skip
+
+
 LEVELS = {
     "pbe": {"xc": "PBE", "basis": "def2-SVP"},
     "b3lyp-d3bj": {"xc": "B3LYP", "basis": "def2-SVP", "dispersion": "d3bj"},
@@ -170,10 +180,11 @@ def oracle_stage(args: argparse.Namespace, work: Path) -> dict[str, float]:
 def routes_stage(args: argparse.Namespace, work: Path, oracle_speedup: float) -> None:
     """Every route of ``_dft_routes`` on ``args.name``'s DFT sets: the table, the plot, ``dft_routes_<name>``."""
     from _dft_routes import HEADER, Routes, mean_force_mae, plot_routes, result_line, route_rows, xtb_ms_per_step
+    from _rotor import TORSIONS
 
     name, data = ("water", work / "water_dft") if args.smoke else (args.name, ROOT / "data" / f"{args.name}_dft")
     smoke_routes = ["passive_8", "delta_8", "distill_8", "two_level", "two_level_difference", "two_level_composite"]
-    chosen = smoke_routes if args.smoke else args.routes
+    chosen = smoke_routes if args.smoke else args.routes or default_routes(POOL_FRAMES[name])
     needed = ["test_400K", "test_600K", "valid_500K"]
     needed += (
         ["pool_500K"] if any(route.split("_")[0] in ("passive", "delta", "distill", "mace") for route in chosen) else []
@@ -182,6 +193,7 @@ def routes_stage(args: argparse.Namespace, work: Path, oracle_speedup: float) ->
         command = [sys.executable, str(ROOT / "scripts" / "generate_dft_sets.py"), "--smiles",
                    ROUTE_SMILES.get(name, "O"), "--name", name, "--out", str(data), "--label-cache",
                    args.label_cache]  # fmt: skip
+        command += ["--pool", str(POOL_FRAMES[name])] if not args.smoke else []
         if args.smoke:
             command += ["--basis", "sto-3g", "--pool", "8", "--valid", "2", "--test", "3"]
         print("+ " + " ".join(command), flush=True)
@@ -199,7 +211,9 @@ def routes_stage(args: argparse.Namespace, work: Path, oracle_speedup: float) ->
     figure.parent.mkdir(parents=True, exist_ok=True)
     plot_routes(records, figure, f"{name}, PBE/def2-SVP: test force error against DFT calls")
     scan = routes.reference_scan()
-    scan_text = f"{scan['barrier_gauche_to_trans_mev']:.0f} meV" if scan else "not scanned (smoke run)"
+    scan_text = f"{scan['barrier_mev']:.0f} meV" if scan else "not scanned (smoke run)"
+    torsion = TORSIONS["ethanol" if args.smoke else name]
+    first, second = torsion.well_names
     provenance = json.loads((data / "test_400K.extxyz.provenance.json").read_text())
     pool = data / "pool_500K.extxyz.provenance.json"
     speed = ""
@@ -217,9 +231,10 @@ def routes_stage(args: argparse.Namespace, work: Path, oracle_speedup: float) ->
         "Delta rows learn DFT - GFN2-xTB and are tested as GFN2-xTB + model (exactly the model's error on the "
         "difference labels); their MD needs a GFN2-xTB call every step besides the model, as does "
         "two_level_composite's (GFN2-xTB + the two-level run's final difference model, `composite.ckpt`). "
-        f"NVE: velocity Verlet, 0.5 fs, {args.md_ps:g} ps from the first validation frame at 500 K. C-C-O-H "
-        "barrier: gauche -> trans on a relaxed scan of the dihedral (0-180°, 20° steps, BFGS to 0.02 eV/Å) from "
-        f"the first validation frame; {name}'s own at the DFT level: {scan_text}.",
+        f"NVE: velocity Verlet, 0.5 fs, {args.md_ps:g} ps from the first validation frame at 500 K. Torsion "
+        f"barrier: {torsion.label}, {first} ({torsion.wells[0]:.0f}°) -> {second} ({torsion.wells[1]:.0f}°) on a "
+        f"relaxed scan of the dihedral ({torsion.angles[0]}° to {torsion.angles[-1]}°, 20° steps, BFGS to 0.02 "
+        f"eV/Å) from the first validation frame; {name}'s own at the DFT level: {scan_text}.",
         markdown_table(HEADER, route_rows(records, xtb_ms), "lrrrrrlrrrrl"),
         f"Test force MAE against DFT calls, every route (learning routes: each round's model, then the final "
         f"one): ![routes]({figure.name})",
@@ -242,9 +257,9 @@ def main() -> None:
                         help="molecules labelled at the hybrid level too (its plain call is the longest)")  # fmt: skip
     parser.add_argument("--spacing-fs", type=float, default=50.0)
     parser.add_argument("--name", default="ethanol", choices=list(ROUTE_SMILES), help="routes: the molecule")
-    parser.add_argument("--routes", nargs="+", default=ROUTES, help="routes: passive_N, mace_N, delta_N, "
-                        "distill_N, dft_alone, two_level, two_level_difference, two_level_composite, "
-                        "refit_<learning route> (in this order)")  # fmt: skip
+    parser.add_argument("--routes", nargs="+", help="routes: passive_N, mace_N, delta_N, distill_N, dft_alone, "
+                        "two_level, two_level_difference, two_level_composite, refit_<learning route> (in this "
+                        "order; default: default_routes of the molecule's pool)")  # fmt: skip
     parser.add_argument("--budget", type=float, default=10.0, help="routes: training minutes per passive model")
     parser.add_argument("--md-ps", type=float, default=5.0, help="routes: ps of each final model's NVE run")
     parser.add_argument("--label-cache", default="runs/dft_labels", help="DFT labels keyed by geometry and level")

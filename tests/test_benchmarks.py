@@ -151,3 +151,34 @@ def test_kinetics_training_frames_cover_the_rotor():
     assert {360, 361, 362, 363, 364} <= set(chosen)  # every frame of the rare bins
     even = spread_over_rotor(frames, 60, 0.0)
     assert even == sorted(set(np.linspace(0, len(frames) - 1, 60).round().astype(int).tolist()))
+
+
+def test_the_amide_torsion_scan_moves_the_methyl_side_and_holds_each_angle():
+    """bench_dft's scan of N-methylacetamide (GFN2-xTB, 3 angles): the N-methyl group turns about the C-N bond,
+    each relaxed structure keeps its dihedral to 0.01°, trans lies below cis and the barrier between is the
+    amide bond's (GFN2-xTB: several hundred meV)."""
+    pytest.importorskip("tblite")
+    from dataclasses import replace
+
+    sys.path.insert(0, str(SCRIPTS))
+    try:
+        from _rotor import TORSIONS, moving_side, torsion_scan
+    finally:
+        sys.path.remove(str(SCRIPTS))
+    from sciml.active import gfn2_xtb
+    from sciml.active.structures import molecule_from_smiles
+
+    start = molecule_from_smiles("CNC(C)=O", 0)
+    torsion = TORSIONS["n_methylacetamide"]
+    assert moving_side(start, torsion.atoms) == [0, 5, 6, 7]  # the N-methyl carbon and its hydrogens
+    ethanol = molecule_from_smiles("CCO", 0)
+    assert moving_side(ethanol, TORSIONS["ethanol"].atoms) == [8]  # the hydroxyl H, as the kinetics scan moves
+    assert moving_side(ethanol, TORSIONS["ethanol"].atoms[::-1]) == [0, 3, 4, 5]  # reversed: the methyl
+    with pytest.raises(ValueError, match="ring"):
+        moving_side(molecule_from_smiles("C1CCCCC1", 0), (0, 1, 2, 3))
+    scan = torsion_scan(start, gfn2_xtb().factory(), replace(torsion, angles=(180.0, 100.0, 0.0)), fmax=0.05)
+    assert scan["angles"] == [180.0, 100.0, 0.0] and min(scan["energies_mev"]) == 0.0
+    off = (np.array(scan["relaxed_dihedrals"]) - scan["angles"] + 180) % 360 - 180
+    assert np.abs(off).max() < 0.01, scan["relaxed_dihedrals"]
+    assert scan["second_minus_first_mev"] > 0 and scan["energies_mev"][0] == 0.0  # trans is the lower well
+    assert 300 < scan["barrier_mev"] < 1500 and scan["barrier_mev"] == scan["energies_mev"][1]

@@ -248,6 +248,9 @@ def test_the_learn_config_parses_and_unknown_keys_are_refused(tmp_path):
                                                                                   "def2-SVP", 55)  # fmt: skip
     assert dft.transfer == "difference" and dft.pool_frames == 1000  # DFT - GFN2-xTB, distilled
     assert learn.parse(["--config", config, "--pretrain", "none"]).pretrain is None  # its DFT-alone route
+    second = learn.parse(["--config", str(ROOT / "configs" / "learn" / "n_methylacetamide_dft.yaml")])
+    differing = {key for key, value in vars(second).items() if vars(dft)[key] != value}
+    assert differing == {"config", "smiles", "output"} and second.smiles == "CNC(C)=O"  # bench_dft's second molecule
     bad = tmp_path / "bad.yaml"
     bad.write_text("smiles: O\ntemprature: 500\n")
     with pytest.raises(SystemExit, match="unknown options \\['temprature'\\]"):
