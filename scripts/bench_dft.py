@@ -210,8 +210,8 @@ def routes_stage(args: argparse.Namespace, work: Path, oracle_speedup: float) ->
     figure = Path(args.results) / f"{stem}.png"
     figure.parent.mkdir(parents=True, exist_ok=True)
     plot_routes(records, figure, f"{name}, PBE/def2-SVP: test force error against DFT calls")
-    scan = routes.reference_scan()
-    scan_text = f"{scan['barrier_mev']:.0f} meV" if scan else "not scanned (smoke run)"
+    scan = routes.reference_scan() if args.reference_scan else {}
+    scan_text = f"{scan['barrier_mev']:.0f} meV" if scan else "not scanned (--no-reference-scan or a smoke run)"
     torsion = TORSIONS["ethanol" if args.smoke else name]
     first, second = torsion.well_names
     provenance = json.loads((data / "test_400K.extxyz.provenance.json").read_text())
@@ -265,6 +265,8 @@ def main() -> None:
     parser.add_argument("--label-cache", default="runs/dft_labels", help="DFT labels keyed by geometry and level")
     parser.add_argument("--work", default="runs/bench_dft", help="cache of frames, labels and models (resumes)")
     parser.add_argument("--results", default=str(RESULTS))
+    parser.add_argument("--reference-scan", action=argparse.BooleanOptionalAction, default=True,
+                        help="routes: the DFT level's own relaxed torsion scan (~20 min for 12 atoms; cached)")  # fmt: skip
     parser.add_argument("--smoke", action="store_true", help="water at PBE/STO-3G, a few frames: checks the path")
     args = parser.parse_args()
     work = Path(args.work).resolve()  # MACE trains in its own folder: absolute paths
