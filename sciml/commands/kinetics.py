@@ -28,7 +28,11 @@ def parser() -> argparse.ArgumentParser:
     add("--output", default="kinetics", help="report folder")
     add("--frame-ps", type=float, help="ps between frames (default: from the frames' time_fs)")
     add("--lag", type=int, default=DEFAULT_LAG, help="the model's lag, frames")
-    add("--lags", type=int, nargs="+", help="lags of the timescale plot, frames (default: lag x 1/2, 1, 2, 4)")
+    add("--lags", type=int, nargs="+", help="lags of the timescale plot and of the lag choice, frames (default: lag "
+        "x 1/2, 1, 2, 4, 8, those up to a quarter of the shortest trajectory)")  # fmt: skip
+    add("--lag-choice", default="plateau", choices=("plateau", "given"), help="plateau: report at --lag if the "
+        "implied timescales have converged there, else at the first larger lag where they have (and the CK test "
+        "passes); given: at --lag, saying whether it has converged")  # fmt: skip
     add("--states", type=int, default=2, help="metastable states (PCCA+)")
     add("--checkpoint", help="a trained KoopmanModule checkpoint (default: train one)")
     add("--encoder", default="distances", choices=("distances", "molecular"))
@@ -72,7 +76,7 @@ def kinetics_arguments(options: argparse.Namespace) -> dict:
         n_states=options.states, checkpoint=options.checkpoint, encoder=options.encoder, k=options.koopman_k,
         epochs=options.koopman_epochs, batch_size=options.koopman_batch_size, cutoff=options.cutoff,
         samples=options.samples, microstates=options.microstates, seed=options.seed,
-        atoms=atom_selection(options.atoms), compare=options.compare,
+        atoms=atom_selection(options.atoms), compare=options.compare, lag_choice=options.lag_choice,
     )  # fmt: skip
 
 
@@ -85,6 +89,7 @@ def main(args: list[str]) -> dict:
     except ImportError as error:
         raise SystemExit(f"sciml kinetics: {error}") from error
     timescale = numbers["timescales"]
+    print(f"lag {numbers['lag']} (given {options.lag}): {numbers['lag_choice']['reason']}")
     slowest = int(np.argmin([abs(lag - numbers["lag"]) for lag in timescale["lags"]]))
     print(f"slowest implied timescale at lag {numbers['lag']}: {timescale['estimate'][slowest][0]:.4g} ps "
           f"[{timescale['lower'][slowest][0]:.4g}, {timescale['upper'][slowest][0]:.4g}]")  # fmt: skip

@@ -42,6 +42,7 @@ def parser() -> argparse.ArgumentParser:
     kinetics = parser.add_argument_group("kinetics (stage 3)")
     add = kinetics.add_argument
     add("--lag", type=int, default=DEFAULT_LAG, help="the model's lag, frames")
+    add("--lag-choice", default="plateau", choices=("plateau", "given"), help="as sciml kinetics --lag-choice")
     add("--states", type=int, default=2, help="metastable states (PCCA+)")
     add("--atoms", default=["heavy"], nargs="+", help="distance encoder atoms: heavy, heavy+polar-h or indices")
     add("--koopman-k", type=int, default=4, help="singular functions, the constant included")
@@ -60,9 +61,9 @@ def main(args: list[str]) -> dict:
     sampling = SamplingSettings(options.replicas, options.production_ps, options.equilibration_ps, options.temperature,
                                 options.sampling_timestep, options.sampling_friction, options.interval,
                                 options.seed)  # fmt: skip
-    kinetics = {"lag": options.lag, "n_states": options.states, "atoms": atom_selection(options.atoms),
-                "k": options.koopman_k, "epochs": options.koopman_epochs, "samples": options.samples,
-                "microstates": options.microstates, "seed": options.seed}  # fmt: skip
+    kinetics = {"lag": options.lag, "lag_choice": options.lag_choice, "n_states": options.states,
+                "atoms": atom_selection(options.atoms), "k": options.koopman_k, "epochs": options.koopman_epochs,
+                "samples": options.samples, "microstates": options.microstates, "seed": options.seed}  # fmt: skip
     md_bar = tqdm(total=sampling.steps, unit="step", disable=options.no_progress, dynamic_ncols=True, leave=False)
 
     def progress(state: dict) -> None:

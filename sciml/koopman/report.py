@@ -26,6 +26,7 @@ from sciml.koopman.bootstrap import (
     fitted,
 )
 from sciml.koopman.estimator import KoopmanEstimator
+from sciml.koopman.lag import choose_lag
 from sciml.koopman.states import eigenfunction_coordinates, metastable_states
 
 
@@ -44,27 +45,54 @@ def kinetics_report(
     microstates: int = 50,
     seed: int = 0,
     compare: Sequence | None = None,
+    lag_choice: str = "plateau",
 ) -> dict:
     """Analyse ``trajectories`` (per trajectory: what ``estimator.features`` takes, or a list of such chunks)
     with the trained encoders of ``estimator`` (its lag is the model's; its moments are refitted on all of
     ``trajectories``) and write the report into ``out``; ``time_step`` is the time between frames in
     ``time_unit``. ``compare``: other trajectories (same form, e.g. the molecule under another potential)
     whose populations and MFPTs in these states are reported too (``numbers["states"]["compared"]`` and a
-    section of the report; :meth:`~sciml.koopman.states.MetastableStates.statistics_of`).
+    section of the report; :meth:`~sciml.koopman.states.MetastableStates.statistics_of`). ``lag_choice``:
+    ``"plateau"`` reports at the estimator's lag when its implied timescales have converged there, else at the
+    first larger lag of ``lags`` where they have (:func:`~sciml.koopman.lag.choose_lag`: the plateau and the
+    Chapman-Kolmogorov test; the encoders stay, the model is refitted at that lag); ``"given"`` keeps the
+    estimator's lag and only says whether it has converged (``numbers["lag_choice"]``).
     Returns the report's numbers (what ``report.json`` holds)."""
+    if lag_choice not in ("plateau", "given"):
+        raise ValueError(f"lag_choice must be 'plateau' or 'given', got {lag_choice!r}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    lag = estimator.lagtime or 1
+    given = estimator.lagtime or 1
+    lags = sorted({*lags, given})
     base = TrajectoryFeatures(estimator, trajectories)
-    estimator = fitted(estimator, base.moments(lag), lag)  # the point estimate on all the data
-    states = metastable_states(estimator, trajectories, n_states, time_step, microstates, samples, confidence,
-                               seed=seed)  # fmt: skip
-    indicators = {f"state {j}": [(a == j).astype(float) for a in states.assignments()] for j in range(n_states)}
-    features = base.with_values(indicators, indicators)
-    timescales = bootstrap_timescales(estimator, features, lags, time_step, samples, confidence, seed)
-    ck = bootstrap_chapman_kolmogorov(estimator, features, lag, ck_steps, samples, confidence, seed)
+
+    def analysed(lag: int) -> tuple[KoopmanEstimator, object, TrajectoryFeatures]:
+        """The point estimate at ``lag`` on all the data, its metastable states and the state indicators."""
+        model = fitted(estimator, base.moments(lag), lag)
+        states = metastable_states(model, trajectories, n_states, time_step, microstates, samples, confidence,
+                                   seed=seed)  # fmt: skip
+        indicators = {f"state {j}": [(a == j).astype(float) for a in states.assignments()] for j in range(n_states)}
+        return model, states, base.with_values(indicators, indicators)
+
+    model, states, features = analysed(given)
+    timescales = bootstrap_timescales(model, features, lags, time_step, samples, confidence, seed)
+    tests = {}
+
+    def ck_at(lag: int):
+        if lag not in tests:
+            tests[lag] = bootstrap_chapman_kolmogorov(model, features, lag, ck_steps, samples, confidence, seed)
+        return tests[lag]
+
+    choice = choose_lag(timescales, lags, time_step, given, lambda lag: ck_at(lag).passed, unit=time_unit,
+                        search=lag_choice == "plateau")  # fmt: skip
+    lag = choice.lag
+    if lag != given:  # the states, populations and MFPTs of the model at the chosen lag
+        model, states, features = analysed(lag)
+        tests[lag] = bootstrap_chapman_kolmogorov(model, features, lag, ck_steps, samples, confidence, seed)
+    ck, estimator = ck_at(lag), model
     numbers = {
-        "lag": lag, "time_step": time_step, "time_unit": time_unit, "trajectories": len(trajectories),
+        "lag": lag, "lag_choice": choice.as_dict(), "time_step": time_step, "time_unit": time_unit,
+        "trajectories": len(trajectories),
         "resampled_units": features.count, "confidence": confidence, "samples": samples,
         "timescales": {"lags": list(lags), **_bands(timescales, slice(1, processes + 1))},
         "chapman_kolmogorov": {"passed": ck.passed, "summary": ck.summary(), "steps": ck_steps,
@@ -162,20 +190,23 @@ def _save(fig, path: Path) -> str:
 
 def _markdown(numbers: dict, figures: dict[str, str]) -> str:
     unit, level = numbers["time_unit"], int(round(100 * numbers["confidence"]))
-    ts = numbers["timescales"]
+    ts, choice = numbers["timescales"], numbers["lag_choice"]
     lines = [
         "# Kinetics report", "",
         f"{numbers['trajectories']} trajectories ({numbers['resampled_units']} resampled units), a frame every "
         f"{numbers['time_step']:g} {unit}; model lag {numbers['lag']} frames. Intervals: {level} % bootstrap over "
         f"trajectories ({numbers['samples']} samples).", "",
+        "## The lag", "", f"Model lag {choice['lag']} frames (given: {choice['given']}). {choice['reason']}.", "",
         "## Implied timescales", "",
-        "| lag (frames) | " + " | ".join(f"process {i + 1} ({unit})" for i in range(len(ts["estimate"][0]))) + " |",
-        "| ---: |" + " ---: |" * len(ts["estimate"][0]),
+        "| lag (frames) | " + " | ".join(f"process {i + 1} ({unit})" for i in range(len(ts["estimate"][0])))
+        + " | plateau | CK test |",
+        "| ---: |" + " ---: |" * len(ts["estimate"][0]) + " --- | --- |",
     ]  # fmt: skip
     for k, lag in enumerate(ts["lags"]):
         cells = [f"{e:.4g} [{lo:.4g}, {hi:.4g}]" for e, lo, hi in zip(ts["estimate"][k], ts["lower"][k], ts["upper"][k],
                                                                         strict=True)]  # fmt: skip
-        lines.append(f"| {lag} | " + " | ".join(cells) + " |")
+        ck = {True: "passed", False: "failed", None: "-"}[choice["ck_passed"].get(str(lag))]
+        lines.append(f"| {lag} | " + " | ".join(cells) + f" | {'yes' if choice['plateau'][k] else 'no'} | {ck} |")
     ck = numbers["chapman_kolmogorov"]["summary"]
     lines += ["", f"![implied timescales]({figures['timescales']})", "", "## Chapman-Kolmogorov test", "", ck + ".",
               "", f"![Chapman-Kolmogorov test]({figures['chapman_kolmogorov']})", "",

@@ -49,12 +49,17 @@ def molecular_kinetics(
     seed: int = 0,
     atoms: str | Sequence[int] = "heavy",
     compare: str | Path | Sequence[str | Path] | None = None,
+    lag_choice: str = "plateau",
 ) -> dict:
     """The kinetics report of the trajectories under ``paths`` in ``out`` (module docstring).
 
     Args:
         time_step: ps between frames (default: from the frames' ``time_fs``).
-        lag: the model's lag in frames; ``lags``: the lags of the timescale plot (default lag x 1/2, 1, 2, 4).
+        lag: the model's lag in frames; ``lags``: the lags of the timescale plot (default lag x 1/2, 1, 2, 4, 8,
+            those up to a quarter of the shortest trajectory).
+        lag_choice: ``"plateau"``: the report's lag is ``lag`` if the implied timescales have converged there,
+            else the first larger lag of ``lags`` where they have; ``"given"``: ``lag``, with the verdict
+            (:func:`~sciml.koopman.lag.choose_lag`).
         checkpoint: a trained ``KoopmanModule`` checkpoint; without one, ``encoder`` (``"distances"`` or
             ``"molecular"``) with ``k`` functions (the constant included) trains for ``epochs`` (``batch_size``
             pairs per batch).
@@ -65,7 +70,9 @@ def molecular_kinetics(
     """
     trajectories = read_trajectories(paths)
     time_step = time_step if time_step is not None else frame_interval_ps(trajectories)
-    lags = sorted({max(1, round(lag * f)) for f in (0.5, 1, 2, 4)}) if lags is None else list(lags)
+    if lags is None:
+        shortest = min(len(t.frames) for t in trajectories)
+        lags = sorted({max(1, round(lag * f)) for f in (0.5, 1, 2, 4, 8) if f <= 1 or lag * f <= shortest / 4})
     if checkpoint is not None:
         chunks = [trajectory_graphs(t, cutoff) for t in trajectories]
         estimator = KoopmanEstimator.from_checkpoint(checkpoint, [pair for c in chunks for pair in _pairs(c, lag)])
@@ -77,7 +84,7 @@ def molecular_kinetics(
         chunks = [trajectory_graphs(t, cutoff) for t in trajectories]
     others = read_trajectories(compare) if compare is not None else None
     numbers = kinetics_report(estimator, chunks, lags, time_step, n_states, out, "ps", samples=samples,
-                              microstates=microstates, seed=seed,
+                              microstates=microstates, seed=seed, lag_choice=lag_choice,
                               compare=[trajectory_graphs(t, cutoff) for t in others] if others else None)  # fmt: skip
     for j, frames in enumerate(numbers["states"]["representatives"]):
         structures = [trajectories[r].frames[t] for r, t in frames]

@@ -50,7 +50,13 @@ def test_sciml_kinetics_reports_timescales_states_and_mfpts_with_error_bars(repl
     numbers = kinetics.main([str(replica_folder), "--output", str(out), "--lag", "5", "--koopman-k", "3",
                              "--koopman-epochs", "5", "--samples", "60", "--microstates", "20",
                              "--compare", str(replica_folder)])  # fmt: skip
-    assert "slowest implied timescale at lag 5" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "slowest implied timescale at lag 5" in printed and "lag 5 (given 5): converged" in printed
+    # the encoder spans the slow eigenfunction (a function of the distance): the timescales are flat from lag 5 on
+    choice = numbers["lag_choice"]
+    assert (numbers["lag"], choice["given"], choice["converged"]) == (5, 5, True), choice["reason"]
+    assert choice["lags"] == numbers["timescales"]["lags"] and choice["ck_passed"]["5"] is True
+    assert f"Model lag 5 frames (given: 5). {choice['reason']}." in (out / "report.md").read_text()
     # the same trajectories measured in their own states (--compare) give the states' own figures
     compared = numbers["states"]["compared"]
     np.testing.assert_allclose(compared["populations"]["estimate"], numbers["states"]["populations"]["estimate"],

@@ -1,0 +1,66 @@
+"""The lag choice: the implied-timescale plateau and the Chapman-Kolmogorov test (sciml.koopman.lag)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sciml.koopman.bootstrap import Bands
+from sciml.koopman.lag import choose_lag, timescale_plateau
+
+LAGS = [1, 2, 4, 8, 16]
+
+
+def bands(slowest: list[float], spread: float = 0.02) -> Bands:
+    """Timescales (frames) whose bootstrap samples lie within ``spread`` (relative) of ``slowest``; column 0 is
+    the constant function's inf, column 2 a fast process."""
+    slowest = np.asarray(slowest, dtype=float)
+    estimate = np.stack([np.full_like(slowest, np.inf), slowest, 0.1 * slowest], axis=1)
+    factors = np.linspace(1 - spread, 1 + spread, 41)[:, None, None]
+    return Bands(estimate, estimate[None] * factors, 0.95)
+
+
+def test_the_plateau_starts_where_the_slowest_timescale_stops_rising():
+    step = 0.5  # ps a frame: the lags are 0.5 to 8 ps
+    rising = bands([3.0, 5.0, 7.0, 9.5, 10.0])  # ps; a model whose features miss part of the slow eigenfunction
+    assert timescale_plateau(rising, LAGS, step) == [False, False, False, True, False]  # 9.5 -> 10: within 10 %
+    assert timescale_plateau(rising, LAGS, step, tolerance=0.01) == [False] * 5  # 5 % is a rise at 1 %
+    flat = bands([10.0, 10.2, 9.9, 10.4, 10.1])
+    assert timescale_plateau(flat, LAGS, step) == [True, True, True, True, False]  # the largest: nothing after it
+    unresolved = bands([10.0, 10.0, 10.0, 9.0, 7.0])  # at lag 16 (8 ps) the timescale is shorter than the lag
+    assert timescale_plateau(unresolved, LAGS, step) == [True, True, True, False, False]
+    noisy = bands([10.0, 10.0, 10.0, 10.0, 13.0], spread=0.5)  # lag 16's lower bound (6.5) is below 10
+    assert timescale_plateau(noisy, LAGS, step)[:4] == [True] * 4
+    with pytest.raises(ValueError, match="ascending"):
+        timescale_plateau(flat, LAGS[::-1], step)
+
+
+def test_a_lag_below_the_plateau_is_moved_to_the_first_converged_lag_and_the_ck_test_decides():
+    rising = bands([3.0, 5.0, 9.2, 9.5, 10.0])
+    asked = []
+
+    def ck(lag: int) -> bool:
+        asked.append(lag)
+        return lag >= 8
+
+    choice = choose_lag(rising, LAGS, 0.1, given=2, ck_passes=ck, unit="ps")
+    assert (choice.lag, choice.given, choice.converged) == (8, 2, True)
+    assert asked == [4, 8]  # only lags on the plateau, ascending; lag 4 is flat but fails its CK test
+    assert choice.ck_passed == {4: False, 8: True} and choice.plateau == [False, False, True, True, False]
+    assert "too short" in choice.reason and "still rising (5 ps at lag 2)" in choice.reason
+    assert choice.as_dict()["ck_passed"] == {"4": False, "8": True}
+
+    kept = choose_lag(bands([9.0, 9.1, 9.2, 9.3, 9.3]), LAGS, 1.0, given=2, ck_passes=lambda lag: True)
+    assert (kept.lag, kept.converged) == (2, True) and kept.reason.startswith("converged")
+
+    never = choose_lag(rising, LAGS, 0.1, given=2, ck_passes=lambda lag: False)
+    assert (never.lag, never.converged) == (2, False)
+    assert "NOT converged" in never.reason and "fails at lag 4, 8" in never.reason
+
+    still = choose_lag(bands([2.0, 4.0, 7.0, 11.0, 16.0]), LAGS, 1.0, given=2, ck_passes=lambda lag: True)
+    assert (still.lag, still.converged) == (2, False) and "still rises" in still.reason and "lower bounds" in still.reason
+
+    judged = choose_lag(rising, LAGS, 0.1, given=2, ck_passes=ck, search=False)  # lag_choice="given"
+    assert (judged.lag, judged.converged) == (2, False) and "still rises" in judged.reason
+    with pytest.raises(ValueError, match="must be one of"):
+        choose_lag(rising, LAGS, 1.0, given=3, ck_passes=ck)
