@@ -52,13 +52,15 @@ SMOKE_LEARN = ["--rounds", "1", "--seed-frames", "4", "--epochs", "1", "--epochs
 class Routes:
     """The routes of one molecule: its data folder, its two configs, the work folder, the training budget
     (seconds), the ps of each final model's NVE run and the DFT label cache; ``smoke``: every training one epoch
-    of two batches, every learning run one round of two picks (water at PBE/STO-3G)."""
+    of two batches, every learning run one round of two picks (water at PBE/STO-3G); ``recorded``: the records of
+    a results file (``dft_routes_<name>.json``) a route without a ``stage.json`` is taken from (a new machine)."""
 
     def __init__(
-        self, name: str, data: Path, work: Path, budget_s: float, md_ps: float, label_cache: Path, smoke: bool = False
-    ) -> None:
+        self, name: str, data: Path, work: Path, budget_s: float, md_ps: float, label_cache: Path, smoke: bool = False,
+        recorded: dict[str, dict] | None = None,
+    ) -> None:  # fmt: skip
         self.name, self.data, self.work, self.budget_s, self.md_ps = name, data, work, budget_s, md_ps
-        self.label_cache, self.smoke = label_cache, smoke
+        self.label_cache, self.smoke, self.recorded = label_cache, smoke, recorded or {}
         self.fit_config = f"configs/e2former/{'ethanol' if smoke else name}_dft.yaml"
         self.learn_config = ROOT / "configs" / "learn" / f"{'ethanol' if smoke else name}_dft.yaml"
         self.tests = [data / test for test in TESTS]
@@ -66,8 +68,12 @@ class Routes:
     def stage(self, route: str) -> dict:
         """The record of ``route`` (``passive_<N>``, ``delta_<N>``, ``distill_<N>``, ``mace_<N>``, a learning route
         or ``refit_<learning route>``),
-        read from its ``stage.json`` when a run before finished it."""
+        read from its ``stage.json`` when a run before finished it (or from ``recorded``)."""
         record_path = self.work / route / "stage.json"
+        if not record_path.exists() and route in self.recorded:
+            print(f"{route}: reusing the record of the results file", flush=True)
+            record_path.parent.mkdir(parents=True, exist_ok=True)
+            record_path.write_text(json.dumps(self.recorded[route], indent=1))
         if record_path.exists():
             print(f"{route}: reusing {record_path}", flush=True)
             record = json.loads(record_path.read_text())
@@ -129,10 +135,16 @@ class Routes:
         return json.loads(path.read_text())
 
     def label_seconds(self) -> float:
-        """Seconds of DFT per pool frame (wall time on the labelling pool over the labels computed, not read from
-        the cache), from the pool's provenance."""
-        provenance = json.loads((self.data / "pool_500K.extxyz.provenance.json").read_text())
-        return provenance["label_seconds"] / max(provenance["frames"] - provenance.get("labels_from_cache", 0), 1)
+        """Seconds of DFT per frame: wall time on the labelling pool over the labels computed (not read from the
+        cache), over every timed file of the molecule's DFT sets (their provenance)."""
+        seconds, labels = 0.0, 0
+        for path in sorted(self.data.glob("*.extxyz.provenance.json")):
+            provenance = json.loads(path.read_text())
+            if provenance.get("label_seconds") is None:  # a file whose labelling was not timed
+                continue
+            seconds += provenance["label_seconds"]
+            labels += provenance["frames"] + provenance.get("failed_scf", 0) - provenance.get("labels_from_cache", 0)
+        return seconds / max(labels, 1)
 
     def pool_part(self, count: int, delta: bool = False) -> Path:
         """The first ``count`` pool frames as a file (``delta``: labelled with the DFT - GFN2-xTB difference)."""
@@ -382,7 +394,9 @@ def route_rows(records: dict[str, dict], xtb_ms: float) -> list[list[str]]:
             half = record["test"][test]
             first = [route, str(record["dft_calls"]), f"{minutes['oracle']:.1f}", f"{minutes['training']:.1f}",
                      f"{minutes['md']:.1f}", f"{pretrain:.1f}" if pretrain else "-"] if not k else [""] * 6  # fmt: skip
-            barrier = f"{record['rotor']['barrier_mev']:.0f}" if "rotor" in record else "-"
+            rotor = record.get("rotor", {})
+            barrier = rotor.get("barrier_mev", rotor.get("barrier_gauche_to_trans_mev"))  # the latter: before 12-2026
+            barrier = f"{barrier:.0f}" if barrier is not None else "-"
             rows.append(first + [test[5:9], f"{half['force_mae_mev_per_a']:.1f}",
                                  f"{half['energy_mae_mev_per_atom']:.2f}", drift if not k else "",
                                  barrier if not k else "", md_cost if not k else ""])  # fmt: skip

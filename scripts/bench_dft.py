@@ -198,15 +198,18 @@ def routes_stage(args: argparse.Namespace, work: Path, oracle_speedup: float) ->
             command += ["--basis", "sto-3g", "--pool", "8", "--valid", "2", "--test", "3"]
         print("+ " + " ".join(command), flush=True)
         subprocess.run(command, check=True)
+    stem = f"dft_routes_{name}" + ("_smoke" if args.smoke else "")
+    committed = Path(args.results) / f"{stem}.json"
+    reuse = args.reuse_results and committed.exists()
+    recorded = json.loads(committed.read_text())["results"]["routes"] if reuse else {}
     routes = Routes(name, data, work / f"routes_{name}", args.budget * 60, args.md_ps, Path(args.label_cache),
-                    args.smoke)  # fmt: skip
+                    args.smoke, recorded)  # fmt: skip
     records = {}
     for route in chosen:
         records[route] = routes.stage(route)
         print(f"{route}: {records[route]['dft_calls']} DFT calls, test force MAE "
               f"{mean_force_mae(records[route]):.1f} meV/Å", flush=True)  # fmt: skip
     xtb_ms = xtb_ms_per_step(ase.io.read(data / "valid_500K.extxyz", index=0))
-    stem = f"dft_routes_{name}" + ("_smoke" if args.smoke else "")
     figure = Path(args.results) / f"{stem}.png"
     figure.parent.mkdir(parents=True, exist_ok=True)
     plot_routes(records, figure, f"{name}, PBE/def2-SVP: test force error against DFT calls")
@@ -219,8 +222,8 @@ def routes_stage(args: argparse.Namespace, work: Path, oracle_speedup: float) ->
     speed = ""
     if pool.exists():
         pool_provenance = json.loads(pool.read_text())
-        speed = (f"The pool was labelled at {routes.label_seconds():.1f} s a frame (wall time over the labels "
-                 f"computed) on {pool_provenance['workers']} one-thread workers. ")  # fmt: skip
+        speed = (f"A DFT label costs {routes.label_seconds():.1f} s (wall time over the labels computed, every "
+                 f"file of the sets) on {pool_provenance['workers']} one-thread workers. ")  # fmt: skip
     sections = [
         f"{name} at {provenance['method'].split('labels: ')[-1]}: test sets of {', '.join(TEST_NAMES)} "
         f"(`{data.relative_to(ROOT) if data.is_relative_to(ROOT) else data}`, made by "
@@ -266,7 +269,10 @@ def main() -> None:
     parser.add_argument("--work", default="runs/bench_dft", help="cache of frames, labels and models (resumes)")
     parser.add_argument("--results", default=str(RESULTS))
     parser.add_argument("--reference-scan", action=argparse.BooleanOptionalAction, default=True,
-                        help="routes: the DFT level's own relaxed torsion scan (~20 min for 12 atoms; cached)")  # fmt: skip
+                        help="routes: the DFT level's own relaxed torsion scan (~20 min, 12 atoms)")  # fmt: skip
+    parser.add_argument("--reuse-results", action=argparse.BooleanOptionalAction, default=True,
+                        help="routes: a route the work folder lacks is taken from the results file when it has it "
+                        "(a benchmark resumed on a new machine)")  # fmt: skip
     parser.add_argument("--smoke", action="store_true", help="water at PBE/STO-3G, a few frames: checks the path")
     args = parser.parse_args()
     work = Path(args.work).resolve()  # MACE trains in its own folder: absolute paths

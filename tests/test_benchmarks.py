@@ -86,15 +86,15 @@ def test_accuracy_rows_are_compared_at_the_shortest_rows_training_time():
     assert epochs_trained({"epochs": 4, "curve": curve}) == "3 of 4"
 
 
-def test_dft_routes_compare_the_two_level_route_with_the_largest_passive_set_and_mace_on_it():
+def test_dft_routes_compare_the_two_level_route_with_the_largest_passive_set_and_mace_on_it(tmp_path):
     """bench_dft's RESULT: the two-level route over the largest passive set (calls and force error), E2Former
-    over MACE on that set; a difference label is DFT - GFN2-xTB."""
+    over MACE on that set; a difference label is DFT - GFN2-xTB; a route the results file holds is not rerun."""
     from ase import Atoms
     from ase.calculators.singlepoint import SinglePointCalculator
 
     sys.path.insert(0, str(SCRIPTS))
     try:
-        from _dft_routes import difference, result_line
+        from _dft_routes import Routes, difference, result_line, route_rows
     finally:
         sys.path.remove(str(SCRIPTS))
 
@@ -125,6 +125,15 @@ def test_dft_routes_compare_the_two_level_route_with_the_largest_passive_set_and
     assert delta.get_potential_energy() == -30.0 and np.allclose(delta.get_forces(), 2.0)
     with pytest.raises(ValueError, match="without xtb_energy"):
         difference(delta)
+    old = {**records["passive_1000"], "rotor": {"barrier_gauche_to_trans_mev": 63.0}, "nve": {}}  # before 12-2026
+    old["minutes"]["md"] = 0.0
+    routes = Routes("ethanol", tmp_path / "data", tmp_path / "work", 60.0, 0.0, tmp_path / "labels",
+                    recorded={"passive_1000": old})  # fmt: skip
+    assert routes.stage("passive_1000") == old  # taken from the results file: nothing trained
+    assert json.loads((tmp_path / "work" / "passive_1000" / "stage.json").read_text()) == old
+    old["test"] = {f"test_{t}K.extxyz": {"force_mae_mev_per_a": 20.0, "energy_mae_mev_per_atom": 0.3}
+                   for t in (400, 600)}  # fmt: skip
+    assert route_rows({"passive_1000": old}, 4.0)[0][10] == "63"  # the barrier under its old name
 
 
 def test_kinetics_training_frames_cover_the_rotor():
