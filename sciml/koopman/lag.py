@@ -19,12 +19,17 @@ import numpy as np
 
 from sciml.koopman.bootstrap import Bands
 
+TOLERANCE = 0.05  # relative rise of the slowest timescale to a larger lag that still counts as level
 
-def timescale_plateau(bands: Bands, lags: Sequence[int], time_step: float = 1.0, tolerance: float = 0.1) -> list[bool]:
+
+def timescale_plateau(
+    bands: Bands, lags: Sequence[int], time_step: float = 1.0, tolerance: float = TOLERANCE
+) -> list[bool]:
     """For each lag, whether the slowest implied timescale has levelled off there: it is resolved (longer than the
-    lag itself) and no larger lag's timescale is above it by more than ``tolerance`` (relative) and by more than
-    that lag's own sampling error (its lower bound still above it). The largest lag has nothing to be compared
-    with and is never on the plateau.
+    lag itself) and no larger resolved lag's timescale rises above it, where a rise is more than ``tolerance``
+    (relative, point estimates) and real: the bootstrap interval of the difference (paired: each bootstrap sample
+    gives every lag's timescale from the same resampled trajectories) lies above zero. The largest lag has
+    nothing to be compared with and is never on the plateau.
 
     Args:
         bands: implied timescales at ``lags`` (:func:`~sciml.koopman.bootstrap.bootstrap_timescales`), in units
@@ -34,19 +39,22 @@ def timescale_plateau(bands: Bands, lags: Sequence[int], time_step: float = 1.0,
         tolerance: relative rise allowed to a larger lag.
 
     Shape:
-        bands.estimate: (len(lags), r).
+        bands.estimate: (len(lags), r); bands.samples: (samples, len(lags), r).
     """
     lags = list(lags)
     if lags != sorted(lags) or len(set(lags)) != len(lags):
         raise ValueError(f"lags must be ascending and distinct, got {lags}")
-    slowest = bands.estimate[:, 1]
-    lower = np.nanquantile(bands.samples[:, :, 1], (1 - bands.confidence) / 2, axis=0)
+    slowest, drawn = bands.estimate[:, 1], bands.samples[:, :, 1]
     resolved = np.isfinite(slowest) & (slowest > np.asarray(lags) * time_step)
+
+    def rises(i: int, j: int) -> bool:
+        lower = np.nanquantile(drawn[:, j] - drawn[:, i], (1 - bands.confidence) / 2)
+        return bool(slowest[j] > slowest[i] * (1 + tolerance) and lower > 0)
+
     plateau = []
     for i in range(len(lags)):
         later = [j for j in range(i + 1, len(lags)) if resolved[j]]
-        rises = [j for j in later if slowest[j] > slowest[i] * (1 + tolerance) and lower[j] > slowest[i]]
-        plateau.append(bool(resolved[i] and later and not rises))
+        plateau.append(bool(resolved[i] and later and not any(rises(i, j) for j in later)))
     return plateau
 
 
@@ -76,7 +84,7 @@ def choose_lag(
     time_step: float,
     given: int,
     ck_passes: Callable[[int], bool],
-    tolerance: float = 0.1,
+    tolerance: float = TOLERANCE,
     unit: str = "ps",
     search: bool = True,
 ) -> LagChoice:
@@ -109,7 +117,7 @@ def choose_lag(
     if chosen == start:
         reason = (
             f"converged: the slowest implied timescale ({at(start)}) rises by at most {tolerance:.0%} (or "
-            f"within its interval) at every larger lag, and the Chapman-Kolmogorov test passes at lag {given}"
+            f"within its sampling error) at every larger lag, and the Chapman-Kolmogorov test passes at lag {given}"
         )
     elif chosen is not None:
         why = "is still rising" if not plateau[start] else "is flat, but the Chapman-Kolmogorov test fails there"
