@@ -136,14 +136,16 @@ class Routes:
 
     def label_seconds(self) -> float:
         """Seconds of DFT per frame: wall time on the labelling pool over the labels computed (not read from the
-        cache), over every timed file of the molecule's DFT sets (their provenance)."""
-        seconds, labels = 0.0, 0
-        for path in sorted(self.data.glob("*.extxyz.provenance.json")):
-            provenance = json.loads(path.read_text())
-            if provenance.get("label_seconds") is None:  # a file whose labelling was not timed
-                continue
-            seconds += provenance["label_seconds"]
-            labels += provenance["frames"] + provenance.get("failed_scf", 0) - provenance.get("labels_from_cache", 0)
+        cache), over the timed files of the molecule's DFT sets labelled in MD order (their provenance), as a user
+        labels a passive run's frames: each SCF starts from its neighbour's density. The pool is labelled
+        shuffled (an interrupted run keeps a random part of it), which costs more a label; it counts only when no
+        file in MD order was timed."""
+        timed = [json.loads(path.read_text()) for path in sorted(self.data.glob("*.extxyz.provenance.json"))]
+        timed = [provenance for provenance in timed if provenance.get("label_seconds") is not None]
+        in_order = [provenance for provenance in timed if provenance.get("order") == "MD order"]
+        chosen = in_order or timed
+        seconds = sum(provenance["label_seconds"] for provenance in chosen)
+        labels = sum(p["frames"] + p.get("failed_scf", 0) - p.get("labels_from_cache", 0) for p in chosen)
         return seconds / max(labels, 1)
 
     def pool_part(self, count: int, delta: bool = False) -> Path:

@@ -222,8 +222,9 @@ def routes_stage(args: argparse.Namespace, work: Path, oracle_speedup: float) ->
     speed = ""
     if pool.exists():
         pool_provenance = json.loads(pool.read_text())
-        speed = (f"A DFT label costs {routes.label_seconds():.1f} s (wall time over the labels computed, every "
-                 f"file of the sets) on {pool_provenance['workers']} one-thread workers. ")  # fmt: skip
+        speed = (f"A DFT label costs {routes.label_seconds():.1f} s (wall time over the labels computed, the sets "
+                 f"labelled in MD order; the shuffled pool's cost more) on {pool_provenance['workers']} one-thread "
+                 "workers: the passive routes' DFT minutes. ")  # fmt: skip
     sections = [
         f"{name} at {provenance['method'].split('labels: ')[-1]}: test sets of {', '.join(TEST_NAMES)} "
         f"(`{data.relative_to(ROOT) if data.is_relative_to(ROOT) else data}`, made by "
