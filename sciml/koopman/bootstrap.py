@@ -74,6 +74,11 @@ class TrajectoryFeatures:
         return copy
 
     @property
+    def shortest_piece(self) -> int:
+        """Frames in the shortest resampled unit: a lag beyond it has no pairs in that unit."""
+        return min(len(piece[0]) for piece in self.pieces)
+
+    @property
     def count(self) -> int:
         """The number of resampled units (trajectories, or blocks of them)."""
         return len(self.pieces)

@@ -56,15 +56,19 @@ def kinetics_report(
     ``"plateau"`` reports at the estimator's lag when its implied timescales have converged there, else at the
     first larger lag of ``lags`` where they have (:func:`~sciml.koopman.lag.choose_lag`: the plateau and the
     Chapman-Kolmogorov test; the encoders stay, the model is refitted at that lag); ``"given"`` keeps the
-    estimator's lag and only says whether it has converged (``numbers["lag_choice"]``).
+    estimator's lag and only says whether it has converged (``numbers["lag_choice"]``). A lag of ``lags`` above a
+    quarter of the shortest resampled unit (a trajectory, or a block of one: :class:`TrajectoryFeatures`) is
+    dropped and named in ``numbers["timescales"]["dropped_lags"]``.
     Returns the report's numbers (what ``report.json`` holds)."""
     if lag_choice not in ("plateau", "given"):
         raise ValueError(f"lag_choice must be 'plateau' or 'given', got {lag_choice!r}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     given = estimator.lagtime or 1
-    lags = sorted({*lags, given})
     base = TrajectoryFeatures(estimator, trajectories)
+    # a lag must leave pairs in every resampled unit (a block is shorter than its trajectory): a quarter of one
+    dropped = sorted(lag for lag in lags if lag != given and lag > base.shortest_piece / 4)
+    lags = sorted({*lags, given} - set(dropped))
 
     def analysed(lag: int) -> tuple[KoopmanEstimator, object, TrajectoryFeatures]:
         """The point estimate at ``lag`` on all the data, its metastable states and the state indicators."""
@@ -94,7 +98,7 @@ def kinetics_report(
         "lag": lag, "lag_choice": choice.as_dict(), "time_step": time_step, "time_unit": time_unit,
         "trajectories": len(trajectories),
         "resampled_units": features.count, "confidence": confidence, "samples": samples,
-        "timescales": {"lags": list(lags), **_bands(timescales, slice(1, processes + 1))},
+        "timescales": {"lags": list(lags), "dropped_lags": dropped, **_bands(timescales, slice(1, processes + 1))},
         "chapman_kolmogorov": {"passed": ck.passed, "summary": ck.summary(), "steps": ck_steps,
                                "predicted": _bands(ck.predicted), "estimated": _bands(ck.estimated)},
         "states": {"count": n_states, "populations": _bands(states.populations), "mfpt": _bands(states.mfpt),

@@ -71,3 +71,21 @@ def test_a_lag_below_the_plateau_is_moved_to_the_first_converged_lag_and_the_ck_
     assert (judged.lag, judged.converged) == (2, False) and "still rises" in judged.reason
     with pytest.raises(ValueError, match="must be one of"):
         choose_lag(rising, LAGS, 1.0, given=3, ck_passes=ck)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_the_report_drops_lags_longer_than_a_quarter_of_its_resampled_blocks(tmp_path):
+    """Two trajectories of 100 frames are cut into 20 blocks of 10 frames for the bootstrap: lags above 2.5
+    frames would leave most blocks without pairs, so the report keeps the given lag and says which it dropped."""
+    from sciml.koopman import KoopmanEstimator
+    from sciml.koopman.bootstrap import TrajectoryFeatures, fitted
+    from sciml.koopman.report import kinetics_report
+    from tests.koopman.test_bootstrap import Bins
+    from tests.koopman.test_states import simulate, transition_matrix
+
+    data = simulate(transition_matrix(), 2, 100, 0)
+    estimator = KoopmanEstimator(Bins(edges=list(np.linspace(-1.6, 1.6, 10))))
+    estimator = fitted(estimator, TrajectoryFeatures(estimator, data).moments(2), 2)
+    numbers = kinetics_report(estimator, data, [1, 2, 4, 8, 16], 0.05, 2, tmp_path, samples=10, microstates=5)
+    assert numbers["timescales"]["lags"] == [1, 2] and numbers["timescales"]["dropped_lags"] == [4, 8, 16]
+    assert numbers["lag"] in (1, 2) and (tmp_path / "report.json").exists()
