@@ -5,7 +5,8 @@ backward pass of the model serves them all, where an ASE calculator would make R
 own neighbour list, built with ``cutoff + skin`` and reused until one of its atoms has moved more than
 ``skin / 2`` since (then only that replica's list is rebuilt); pairs beyond the cutoff are dropped at each
 call, so the result equals a fresh list's. Periodic positions are wrapped into the cell at each rebuild, as
-:class:`~sciml.calculators.SciMLCalculator` does.
+:class:`~sciml.calculators.SciMLCalculator` does. With a :class:`~sciml.uncertainty.PosteriorSamples` model,
+replica r moves on the potential's posterior draw r modulo their number, and keeps it when others stop.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from sciml.calculators.ase import model_on
 from sciml.calculators.inference import ModelInference, plan_inference
 from sciml.data.neighbours import radius_graph
 from sciml.nn.compilation import compile_for_inference
-from sciml.uncertainty import has_uncertainty
+from sciml.uncertainty import PosteriorSamples, has_uncertainty
 
 
 class BatchedPotential:
@@ -66,6 +67,7 @@ class BatchedPotential:
         self.lists: list[dict] = []
         self.rebuilds = 0
         self.last_outputs: dict | None = None
+        self.draws: torch.Tensor | None = None  # the posterior draw of each running replica, with PosteriorSamples
         plan = plan_inference(self.model, compile, self.device)
         if plan.mode == "layers":
             compile_for_inference(self.model)
@@ -97,6 +99,10 @@ class BatchedPotential:
             batch=torch.arange(replicas, device=self.device).repeat_interleave(atoms),
             natoms=torch.full((replicas,), atoms, device=self.device),
         )
+        if isinstance(self.model, PosteriorSamples):
+            if self.draws is None:
+                self.draws = torch.arange(replicas) % self.model.samples
+            self.model.assign(self.draws)
         outputs = self.inference(batch)
         energy = outputs["energy"].detach().double()
         forces = outputs["forces"].detach().double().reshape(replicas, atoms, 3)
@@ -118,6 +124,8 @@ class BatchedPotential:
         """Go on with only these replicas (indices into the current ones, in order): their neighbour lists stay,
         and the next call takes their positions, (len(replicas), N, 3)."""
         self.lists = [self.lists[r] for r in replicas]
+        if self.draws is not None:
+            self.draws = self.draws[replicas]
 
     def _edges(self, replica: int, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(edge_index, shifts, wrapped positions) of one replica, pairs within the cutoff."""

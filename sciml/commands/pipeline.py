@@ -36,6 +36,9 @@ def parser() -> argparse.ArgumentParser:
     add("--sampling-timestep", type=float, default=defaults.timestep, help="fs")
     add("--sampling-friction", type=float, default=defaults.friction, help="1/fs")
     add("--interval", type=int, default=defaults.interval, help="steps between frames")
+    add("--posterior-samples", type=int, default=defaults.posterior_samples,
+        help="run replica r on draw r mod S of the potential's own uncertainty, so that the report's intervals "
+        "carry the potential's error beside sampling's (0: all replicas on the trained potential)")  # fmt: skip
     add_precision(sampling)
     add_renamed(sampling, "--md-timestep", "--sampling-timestep", "sampling_timestep", type=float)
     add_renamed(sampling, "--md-friction", "--sampling-friction", "sampling_friction", type=float)
@@ -60,7 +63,7 @@ def main(args: list[str]) -> dict:
     loop, starts, dataset, bar = learning_loop(options, directory / "learn")
     sampling = SamplingSettings(options.replicas, options.production_ps, options.equilibration_ps, options.temperature,
                                 options.sampling_timestep, options.sampling_friction, options.interval,
-                                options.seed)  # fmt: skip
+                                options.seed, options.posterior_samples)  # fmt: skip
     kinetics = {"lag": options.lag, "lag_choice": options.lag_choice, "n_states": options.states,
                 "atoms": atom_selection(options.atoms), "k": options.koopman_k, "epochs": options.koopman_epochs,
                 "samples": options.samples, "microstates": options.microstates, "seed": options.seed}  # fmt: skip

@@ -8,6 +8,13 @@ correlated frames inside a trajectory, resampling frames would understate the sp
 than ``blocks`` trajectories is first cut into ``blocks`` contiguous pieces (a block bootstrap; the pairs that
 straddle two pieces are dropped, few when the pieces are much longer than the lag and the slowest timescale).
 
+Trajectories may come in groups: replicas that ran on the same posterior draw of the potential
+(:class:`~sciml.uncertainty.PosteriorSamples`). Then two resamplings answer two questions
+(:func:`resampled_counts`): drawing the groups with replacement, each with all its trajectories, gives the
+spread of sampling and of the potential together (Davison & Hinkley, Bootstrap Methods, 1997, sec. 3.8: with
+groups drawn from a population, resample the groups alone); drawing the trajectories within each group, the
+groups kept, gives the spread of sampling alone.
+
 The features of every frame are computed once (:class:`TrajectoryFeatures`), and the moments of each piece at
 each lag once; a bootstrap sample is then a weighted sum of those moments, so hundreds of samples cost little.
 """
@@ -31,7 +38,7 @@ class TrajectoryFeatures:
 
     ``trajectories``: per trajectory, what ``estimator.features`` takes ((n_r, d) states, a batch of graphs)
     or a list of such chunks in order; ``blocks``: cut them into at least this many contiguous pieces
-    (module docstring).
+    (module docstring); ``groups``: per trajectory, its group (e.g. the posterior draw it ran on), or ``None``.
     """
 
     def __init__(
@@ -41,7 +48,11 @@ class TrajectoryFeatures:
         observables: dict[str, Observable] | None = None,
         weights: dict[str, Observable] | None = None,
         blocks: int = 20,
+        groups: Sequence[int] | None = None,
     ) -> None:
+        if groups is not None and len(groups) != len(trajectories):
+            raise ValueError(f"groups name {len(groups)} trajectories, there are {len(trajectories)}")
+        self.trajectory_groups = None if groups is None else [int(g) for g in groups]
         weights = weights or {"all starts": lambda states: torch.ones(_frames(states), dtype=torch.float64)}
         self.observable_names, self.weight_names, self.blocks = list(observables or {}), list(weights), blocks
         self.trajectories = []  # per trajectory (f, g, h, w)
@@ -54,11 +65,14 @@ class TrajectoryFeatures:
         self._cut()
 
     def _cut(self) -> None:
-        pieces = self.trajectories
+        pieces, owners = self.trajectories, list(range(len(self.trajectories)))
         if len(pieces) < self.blocks:  # too few trajectories to resample: contiguous blocks of each
             per = int(np.ceil(self.blocks / len(pieces)))
-            pieces = [tuple(part[cut] for part in piece) for piece in pieces for cut in _slices(len(piece[0]), per)]
+            cuts = [(r, cut) for r, piece in enumerate(pieces) for cut in _slices(len(piece[0]), per)]
+            pieces, owners = [tuple(part[cut] for part in pieces[r]) for r, cut in cuts], [r for r, _ in cuts]
         self.pieces = pieces
+        groups = self.trajectory_groups
+        self.groups = None if groups is None else np.asarray([groups[r] for r in owners])
         self._moments: dict[int, list[Moments]] = {}
 
     def with_values(self, observables: dict[str, list], weights: dict[str, list]) -> TrajectoryFeatures:
@@ -66,6 +80,7 @@ class TrajectoryFeatures:
         (the encoders are not run again)."""
         copy = object.__new__(TrajectoryFeatures)
         copy.observable_names, copy.weight_names, copy.blocks = list(observables), list(weights), self.blocks
+        copy.trajectory_groups = self.trajectory_groups
         copy.trajectories = [
             (f, g, _columns(observables, None, r, len(f)), _columns(weights, None, r, len(f)))
             for r, (f, g, _, _) in enumerate(self.trajectories)
@@ -82,6 +97,10 @@ class TrajectoryFeatures:
     def count(self) -> int:
         """The number of resampled units (trajectories, or blocks of them)."""
         return len(self.pieces)
+
+    def resampled_counts(self, samples: int, seed: int, within_groups: bool = False) -> np.ndarray:
+        """(samples, count) bootstrap counts of the units (:func:`resampled_counts` with their groups)."""
+        return resampled_counts(self.count, samples, seed, self.groups, within_groups)
 
     def moments(self, lag: int, counts: np.ndarray | None = None) -> Moments:
         """The moments of the pairs ``lag`` frames apart, each piece counted ``counts[piece]`` times (default 1)."""
@@ -149,10 +168,28 @@ class Bands:
         return np.nanstd(self.samples, axis=0, ddof=1)
 
 
-def resampled_counts(units: int, samples: int, seed: int) -> np.ndarray:
-    """(samples, units) multinomial counts: each sample draws ``units`` units with replacement."""
+def resampled_counts(
+    units: int, samples: int, seed: int, groups: np.ndarray | None = None, within_groups: bool = False
+) -> np.ndarray:
+    """(samples, units) counts of each unit in each bootstrap sample. Without ``groups``: each sample draws
+    ``units`` units with replacement. With ``groups`` ((units,) labels; module docstring): the groups are drawn
+    with replacement, each bringing all its units (sampling and the groups' differences), or, with
+    ``within_groups``, each group's units are drawn among themselves (sampling alone)."""
     rng = np.random.default_rng(seed)
-    return rng.multinomial(units, np.full(units, 1.0 / units), size=samples)
+    if groups is None:
+        return rng.multinomial(units, np.full(units, 1.0 / units), size=samples)
+    groups = np.asarray(groups)
+    if len(groups) != units:
+        raise ValueError(f"groups label {len(groups)} units, there are {units}")
+    labels, index = np.unique(groups, return_inverse=True)
+    if not within_groups:
+        drawn = rng.multinomial(len(labels), np.full(len(labels), 1.0 / len(labels)), size=samples)
+        return drawn[:, index]
+    counts = np.zeros((samples, units), dtype=np.int64)
+    for g in range(len(labels)):
+        members = np.flatnonzero(index == g)
+        counts[:, members] = rng.multinomial(len(members), np.full(len(members), 1.0 / len(members)), size=samples)
+    return counts
 
 
 def bootstrap_timescales(
@@ -163,16 +200,18 @@ def bootstrap_timescales(
     samples: int = 200,
     confidence: float = 0.95,
     seed: int = 0,
+    within_groups: bool = False,
 ) -> Bands:
     """Implied timescales (len(lags), r) in units of ``time_step`` at each lag, with bootstrap bands (the
-    constant function's inf is kept as the first column)."""
+    constant function's inf is kept as the first column); with groups in ``features``, of sampling and the
+    groups' differences, or of sampling alone (``within_groups``; :func:`resampled_counts`)."""
 
     def timescales(counts: np.ndarray) -> np.ndarray:
         return np.stack([fitted(estimator, features.moments(lag, counts), lag).timescales(time_step).numpy()
                          for lag in lags])  # fmt: skip
 
     estimate = timescales(np.ones(features.count))
-    drawn = np.stack([timescales(c) for c in resampled_counts(features.count, samples, seed)])
+    drawn = np.stack([timescales(c) for c in features.resampled_counts(samples, seed, within_groups)])
     return Bands(estimate, drawn, confidence)
 
 
@@ -236,7 +275,7 @@ def bootstrap_chapman_kolmogorov(
         return np.stack(predicted), np.stack(estimated)
 
     predicted, estimated = test(np.ones(features.count))
-    drawn = [test(c) for c in resampled_counts(features.count, samples, seed)]
+    drawn = [test(c) for c in features.resampled_counts(samples, seed)]
     return ChapmanKolmogorovBands(
         lag, features.weight_names, features.observable_names,
         Bands(predicted, np.stack([d[0] for d in drawn]), confidence),

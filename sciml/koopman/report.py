@@ -46,6 +46,7 @@ def kinetics_report(
     seed: int = 0,
     compare: Sequence | None = None,
     lag_choice: str = "plateau",
+    groups: Sequence[int] | None = None,
 ) -> dict:
     """Analyse ``trajectories`` (per trajectory: what ``estimator.features`` takes, or a list of such chunks)
     with the trained encoders of ``estimator`` (its lag is the model's; its moments are refitted on all of
@@ -58,14 +59,18 @@ def kinetics_report(
     Chapman-Kolmogorov test; the encoders stay, the model is refitted at that lag); ``"given"`` keeps the
     estimator's lag and only says whether it has converged (``numbers["lag_choice"]``). A lag of ``lags`` above a
     quarter of the shortest resampled unit (a trajectory, or a block of one: :class:`TrajectoryFeatures`) is
-    dropped and named in ``numbers["timescales"]["dropped_lags"]``.
+    dropped and named in ``numbers["timescales"]["dropped_lags"]``. ``groups``: per trajectory, the posterior
+    draw of the potential it ran on (:class:`~sciml.uncertainty.PosteriorSamples`): the intervals then resample
+    the draws (sampling and the potential's error), ``sampling_only`` entries resample within them, and
+    ``numbers["potential_error"]`` gives the share of each interval that is the potential's
+    (:func:`potential_share`).
     Returns the report's numbers (what ``report.json`` holds)."""
     if lag_choice not in ("plateau", "given"):
         raise ValueError(f"lag_choice must be 'plateau' or 'given', got {lag_choice!r}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     given = estimator.lagtime or 1
-    base = TrajectoryFeatures(estimator, trajectories)
+    base = TrajectoryFeatures(estimator, trajectories, groups=groups)
     # a lag must leave pairs in every resampled unit (a block is shorter than its trajectory): a quarter of one
     dropped = sorted(lag for lag in lags if lag != given and lag > base.shortest_piece / 4)
     lags = sorted({*lags, given} - set(dropped))
@@ -74,7 +79,7 @@ def kinetics_report(
         """The point estimate at ``lag`` on all the data, its metastable states and the state indicators."""
         model = fitted(estimator, base.moments(lag), lag)
         states = metastable_states(model, trajectories, n_states, time_step, microstates, samples, confidence,
-                                   seed=seed)  # fmt: skip
+                                   seed=seed, groups=groups)  # fmt: skip
         indicators = {f"state {j}": [(a == j).astype(float) for a in states.assignments()] for j in range(n_states)}
         return model, states, base.with_values(indicators, indicators)
 
@@ -104,6 +109,11 @@ def kinetics_report(
         "states": {"count": n_states, "populations": _bands(states.populations), "mfpt": _bands(states.mfpt),
                    "representatives": states.representatives, "microstates": microstates},
     }  # fmt: skip
+    if groups is not None:
+        numbers["potential_error"] = _potential_error(model, features, lags, time_step, samples, confidence, seed,
+                                                      timescales, states, processes, groups)  # fmt: skip
+        numbers["timescales"]["sampling_only"] = numbers["potential_error"].pop("timescales")
+        numbers["states"]["sampling_only"] = numbers["potential_error"].pop("states")
     if compare is not None:
         other = states.statistics_of(estimator, compare)
         numbers["states"]["compared"] = {"trajectories": len(compare), "populations": _bands(other.populations),
@@ -115,6 +125,32 @@ def kinetics_report(
     (out / "report.md").write_text(markdown)
     (out / "report.html").write_text(_html(markdown))
     return numbers
+
+
+def potential_share(combined: Bands, sampling_only: Bands) -> np.ndarray:
+    """The share of the combined interval's variance that sampling does not explain, 1 - (w_s / w_c)^2 with w the
+    interval widths, clipped to [0, 1] (0: sampling alone; near 1: the potential's error dominates); NaN where
+    the combined interval is empty."""
+    width_c = combined.upper - combined.lower
+    width_s = sampling_only.upper - sampling_only.lower
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = 1 - (width_s / width_c) ** 2
+    return np.where(width_c > 0, np.clip(share, 0, 1), np.nan)
+
+
+def _potential_error(model, features, lags, time_step, samples, confidence, seed, timescales, states, processes,
+                     groups) -> dict:  # fmt: skip
+    """The sampling-only bands and the potential's share of the intervals (timescales at every lag; populations
+    and MFPTs)."""
+    columns = slice(1, processes + 1)
+    within = bootstrap_timescales(model, features, lags, time_step, samples, confidence, seed, within_groups=True)
+    alone = states.sampling_only
+    share = {"timescales": potential_share(timescales, within)[:, columns],
+             "populations": potential_share(states.populations, alone.populations),
+             "mfpt": potential_share(states.mfpt, alone.mfpt)}  # fmt: skip
+    return {"posterior_samples": len(set(groups)), "share": {key: value.tolist() for key, value in share.items()},
+            "timescales": _bands(within, columns),
+            "states": {"populations": _bands(alone.populations), "mfpt": _bands(alone.mfpt)}}  # fmt: skip
 
 
 def _bands(bands: Bands, columns: slice | None = None) -> dict:
@@ -199,7 +235,8 @@ def _markdown(numbers: dict, figures: dict[str, str]) -> str:
         "# Kinetics report", "",
         f"{numbers['trajectories']} trajectories ({numbers['resampled_units']} resampled units), a frame every "
         f"{numbers['time_step']:g} {unit}; model lag {numbers['lag']} frames. Intervals: {level} % bootstrap over "
-        f"trajectories ({numbers['samples']} samples).", "",
+        f"{'posterior draws of the potential' if 'potential_error' in numbers else 'trajectories'} "
+        f"({numbers['samples']} samples).", "",
         "## The lag", "", f"Model lag {choice['lag']} frames (given: {choice['given']}). {choice['reason']}.", "",
         "## Implied timescales", "",
         "| lag (frames) | " + " | ".join(f"process {i + 1} ({unit})" for i in range(len(ts["estimate"][0])))
@@ -230,8 +267,45 @@ def _markdown(numbers: dict, figures: dict[str, str]) -> str:
         lines.append(f"| {a} | " + " | ".join(cells) + " |")
     if "compared" in states:
         lines += ["", *_compared_lines(states["compared"], states["count"], unit)]
+    if "potential_error" in numbers:
+        lines += ["", *_potential_error_lines(numbers, unit)]
     lines += ["", f"![free energy and states]({figures['free_energy']})", ""]
     return "\n".join(lines)
+
+
+def _potential_error_lines(numbers: dict, unit: str) -> list[str]:
+    """The Markdown section of the potential's share of the intervals (trajectories on posterior draws)."""
+    error, ts, states = numbers["potential_error"], numbers["timescales"], numbers["states"]
+    row = ts["lags"].index(numbers["lag"])
+    alone, share = ts["sampling_only"], error["share"]
+    lines = ["## The potential's error in the intervals", "",
+             f"The replicas ran on {error['posterior_samples']} surfaces drawn from the potential's own uncertainty. "
+             "Each interval above resamples those draws (sampling and the potential's error); beside it, the "
+             "interval of sampling alone (resampling within each draw) and the share of the interval's variance "
+             "that is the potential's, 1 - (sampling width / width)^2.", "",
+             "| quantity | estimate [interval] | sampling alone | potential's share |",
+             "| --- | ---: | ---: | ---: |"]  # fmt: skip
+
+    def add(name: str, bands: dict, sampled: dict, fraction, index: tuple) -> None:
+        def at(values):
+            for i in index:
+                values = values[i]
+            return values
+
+        e, lo, hi = (at(bands[key]) for key in ("estimate", "lower", "upper"))
+        s_lo, s_hi, fraction = at(sampled["lower"]), at(sampled["upper"]), at(fraction)
+        lines.append(f"| {name} | {e:.4g} [{lo:.4g}, {hi:.4g}] | [{s_lo:.4g}, {s_hi:.4g}] | {100 * fraction:.0f} % |")
+
+    for i in range(len(ts["estimate"][row])):
+        add(f"timescale {i + 1} ({unit}), lag {numbers['lag']}", ts, alone, share["timescales"], (row, i))
+    alone = states["sampling_only"]
+    for j in range(states["count"]):
+        add(f"population {j}", states["populations"], alone["populations"], share["populations"], (j,))
+    for a in range(states["count"]):
+        for b in range(states["count"]):
+            if a != b:
+                add(f"MFPT {a} -> {b} ({unit})", states["mfpt"], alone["mfpt"], share["mfpt"], (a, b))
+    return lines
 
 
 def _compared_lines(compared: dict, count: int, unit: str) -> list[str]:

@@ -11,7 +11,8 @@ between them, with Bayesian error bars: the route a PyEMMA or deeptime user take
    over trajectories (:mod:`sciml.koopman.bootstrap`: blocks when there are few), the microstates and sets
    held fixed and the MSM re-estimated on each resample. (deeptime's ``BayesianMSM`` counts with a sliding
    window and so treats correlated transitions as independent: its intervals came out several times too
-   narrow here.)
+   narrow here.) With trajectories in groups (replicas on posterior draws of the potential), the bands resample
+   the groups (sampling and the potential's error) and ``sampling_only`` resamples within them.
 5. Representative frames of each state: frames of its microstates of the highest membership.
 6. Other trajectories in the same states (:meth:`MetastableStates.statistics_of`): to compare two potentials'
    kinetics, the states are defined once (on the reference's data) and the other data's frames are assigned
@@ -61,6 +62,8 @@ class MetastableStates:
     samples: int = 100
     blocks: int = 20
     seed: int = 0
+    groups: list[int] | None = None  # per trajectory (module docstring)
+    sampling_only: StateStatistics | None = None  # with groups: the bands of sampling alone
 
     def assignments(self) -> list[np.ndarray]:
         """Per trajectory (n_r,): each frame's state (argmax membership of its microstate; -1 outside the set)."""
@@ -78,7 +81,7 @@ class MetastableStates:
                                     rows=_rows(self.active, len(self.centres)), time_step=self.time_step)  # fmt: skip
         msm = _msm(labels, self.lag)
         populations, mfpt = figures(msm, msm.count_model.state_symbols)
-        drawn = _bootstrap(labels, self.lag, figures, self.n_states, self.samples, self.blocks, self.seed)
+        drawn = _bootstrap(labels, self.lag, figures, self.n_states, self.samples, self.blocks, self.seed, None)
         confidence = self.populations.confidence
         return StateStatistics(Bands(populations, drawn[0], confidence), Bands(mfpt, drawn[1], confidence))
 
@@ -114,10 +117,12 @@ def metastable_states(
     representatives: int = 5,
     blocks: int = 20,
     seed: int = 0,
+    groups: Sequence[int] | None = None,
 ) -> MetastableStates:
     """The states of the module docstring for ``trajectories`` (what ``estimator.eigenfunctions`` takes, one
     entry per trajectory) at the estimator's lag; ``microstates`` k-means centres, ``samples`` bootstrap
-    resamples (of trajectories, or of ``blocks`` pieces when there are fewer)."""
+    resamples (of trajectories, or of ``blocks`` pieces when there are fewer); ``groups``: per trajectory, its
+    posterior draw (module docstring)."""
     deeptime = _deeptime()
     if n_states < 2:
         raise ValueError(f"n_states must be at least 2, got {n_states}")
@@ -141,12 +146,17 @@ def metastable_states(
     figures = functools.partial(_figures, memberships=pcca.memberships, active=active, rows=rows,
                                 time_step=time_step)  # fmt: skip
     populations, mfpt = figures(msm, active)
-    drawn = _bootstrap(labels, lag, figures, n_states, samples, blocks, seed)
+    groups = None if groups is None else [int(g) for g in groups]
+    drawn = _bootstrap(labels, lag, figures, n_states, samples, blocks, seed, groups)
+    sampling_only = None
+    if groups is not None:
+        within = _bootstrap(labels, lag, figures, n_states, samples, blocks, seed, groups, within_groups=True)
+        sampling_only = StateStatistics(Bands(populations, within[0], confidence), Bands(mfpt, within[1], confidence))
     return MetastableStates(
         n_states, lag, time_step, coordinates, kept, pcca.memberships, msm.stationary_distribution,
         Bands(populations, drawn[0], confidence), Bands(mfpt, drawn[1], confidence),
         _representatives(kept, pcca.memberships, representatives, seed),
-        np.asarray(clustering.cluster_centers), np.asarray(active), samples, blocks, seed,
+        np.asarray(clustering.cluster_centers), np.asarray(active), samples, blocks, seed, groups, sampling_only,
     )  # fmt: skip
 
 
@@ -198,13 +208,15 @@ def _figures(model, symbols: np.ndarray, memberships: np.ndarray, active: np.nda
     return populations, mfpt
 
 
-def _bootstrap(labels: list[np.ndarray], lag: int, figures, n_states: int, samples: int, blocks: int,
-               seed: int) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+def _bootstrap(labels: list[np.ndarray], lag: int, figures, n_states: int, samples: int, blocks: int, seed: int,
+               groups: list[int] | None, within_groups: bool = False) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """``figures`` (populations, MFPTs) of the MSM re-estimated on each bootstrap resample of the microstate
-    trajectories: (samples, n_states) and (samples, n_states, n_states), NaN for a resample that lost a state."""
-    pieces = resampling_units(labels, blocks)
+    trajectories (of their ``groups``, or within them: :func:`~sciml.koopman.bootstrap.resampled_counts`):
+    (samples, n_states) and (samples, n_states, n_states), NaN for a resample that lost a state."""
+    pieces, owners = resampling_units(labels, blocks)
+    units = None if groups is None else np.asarray([groups[r] for r in owners])
     drawn = []
-    for counts in resampled_counts(len(pieces), samples, seed):
+    for counts in resampled_counts(len(pieces), samples, seed, units, within_groups):
         chosen = [piece for piece, times in zip(pieces, counts, strict=True) for _ in range(times)]
         try:
             model = _msm(chosen, lag)
@@ -220,12 +232,15 @@ def _nearest(centres: np.ndarray, points: np.ndarray) -> np.ndarray:
     return distances.argmin(1).astype(np.int32)
 
 
-def resampling_units(labels: list[np.ndarray], blocks: int) -> list[np.ndarray]:
-    """The microstate trajectories, or, when there are fewer than ``blocks``, that many contiguous pieces."""
+def resampling_units(labels: list[np.ndarray], blocks: int) -> tuple[list[np.ndarray], list[int]]:
+    """The microstate trajectories, or, when there are fewer than ``blocks``, that many contiguous pieces; and
+    the trajectory of each."""
     if len(labels) >= blocks:
-        return labels
+        return labels, list(range(len(labels)))
     per = int(np.ceil(blocks / len(labels)))
-    return [piece for trajectory in labels for piece in np.array_split(trajectory, per) if len(piece) > 1]
+    cut = [(r, piece) for r, trajectory in enumerate(labels) for piece in np.array_split(trajectory, per)]
+    kept = [(r, piece) for r, piece in cut if len(piece) > 1]
+    return [piece for _, piece in kept], [r for r, _ in kept]
 
 
 def _representatives(labels: list[np.ndarray], memberships: np.ndarray, count: int, seed: int) -> list:

@@ -7,7 +7,9 @@ Stages, each in its own folder of the run directory and each resumed where it st
    structure or a labelled dataset and an oracle; a given dataset with ``rounds=0`` trains on it alone);
 2. ``md/``: R replicas of Langevin MD with that potential (:func:`sample_replicas`; one batched model call per
    step; with several start structures, conformers, replica r starts from start r modulo their number), the
-   first ``equilibration_ps`` dropped from the copies in ``production/``;
+   first ``equilibration_ps`` dropped from the copies in ``production/``; with ``posterior_samples`` S, replica r
+   runs on draw r mod S of the potential's own uncertainty (:class:`~sciml.uncertainty.PosteriorSamples`; its
+   production frames record ``posterior_sample``), so that the report's intervals carry the potential's error;
 3. ``kinetics/``: the report of :func:`~sciml.training.kinetics.molecular_kinetics` on ``production/``
    (timescales, CK test, states, populations and MFPTs with bootstrap intervals), not run again while
    ``pipeline.json`` holds a report of the same sampling and analysis settings.
@@ -34,7 +36,9 @@ from sciml.md.integrators import Potential
 @dataclass
 class SamplingSettings:
     """R ``replicas`` of Langevin MD at ``temperature`` K: ``equilibration_ps`` then ``production_ps`` each
-    (``timestep`` fs, ``friction`` 1/fs), a frame every ``interval`` steps."""
+    (``timestep`` fs, ``friction`` 1/fs), a frame every ``interval`` steps; ``posterior_samples`` S > 0: replica r
+    on the potential's posterior draw r mod S (module docstring; a model with an uncertainty estimate; eager
+    model calls), 0: all on the trained potential."""
 
     replicas: int = 32
     production_ps: float = 20.0
@@ -44,10 +48,14 @@ class SamplingSettings:
     friction: float = 0.001
     interval: int = 10
     seed: int = 0
+    posterior_samples: int = 0
 
     def __post_init__(self) -> None:
         if self.replicas < 1 or self.production_ps <= 0 or self.equilibration_ps < 0:
             raise ValueError("replicas must be >= 1, production_ps > 0 and equilibration_ps >= 0")
+        if not 0 <= self.posterior_samples <= self.replicas or self.posterior_samples == 1:
+            raise ValueError(f"posterior_samples must be 0 or between 2 and the replicas ({self.replicas}), "
+                             f"got {self.posterior_samples}")  # fmt: skip
 
     @property
     def steps(self) -> int:
@@ -84,8 +92,11 @@ def sample_replicas(
         recorded = [read_complete_frames(path) for path in paths]
     production.mkdir(parents=True, exist_ok=True)
     first = settings.equilibration_ps * 1000
-    for path, kept in zip(paths, recorded, strict=True):
+    for r, (path, kept) in enumerate(zip(paths, recorded, strict=True)):
         frames = [f for f in kept if float(f.info["time_fs"]) >= first - 1e-9]
+        if settings.posterior_samples:
+            for frame in frames:
+                frame.info["posterior_sample"] = r % settings.posterior_samples
         temporary = production / (path.name + ".partial")
         ase.io.write(temporary, frames, format="extxyz")
         temporary.replace(production / path.name)
@@ -155,14 +166,18 @@ def structure_to_kinetics(
     from sciml.calculators import load_model
     from sciml.calculators.replicas import BatchedPotential
     from sciml.training.kinetics import molecular_kinetics
+    from sciml.uncertainty import PosteriorSamples
 
     directory = Path(directory)
     watch = Stopwatch(directory / "pipeline.json")
     model = watch.time("learn", loop.run, start, dataset)
     report(f"stage 1 of 3: potential {model} ({watch.record['seconds']['learn']:.0f} s)")
     first = start_structures(start)[0]
-    potential = BatchedPotential(load_model(model, device), first.numbers, first.cell[:], first.pbc, device=device,
-                                 dtype=dtype, expected_calls=sampling.steps)  # fmt: skip
+    energy_model = load_model(model, device)
+    if sampling.posterior_samples:
+        energy_model = PosteriorSamples(energy_model, sampling.posterior_samples, seed=sampling.seed)
+    potential = BatchedPotential(energy_model, first.numbers, first.cell[:], first.pbc, device=device, dtype=dtype,
+                                 expected_calls=sampling.steps)  # fmt: skip
     speeds: list[float] = []
 
     def record(state: dict) -> None:

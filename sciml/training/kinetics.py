@@ -67,6 +67,10 @@ def molecular_kinetics(
             (:func:`~sciml.koopman.distances.select_atoms`).
         compare: other trajectories (e.g. the molecule under another potential) whose populations and MFPTs
             in the states found on ``paths`` the report adds (``numbers["states"]["compared"]``).
+
+    Trajectories that ran on posterior draws of the potential (their frames' ``posterior_sample``, as
+    ``sciml pipeline --posterior-samples`` writes them) get intervals of sampling and of the potential's error,
+    each part shown (:func:`~sciml.koopman.report.kinetics_report`'s ``groups``).
     """
     trajectories = read_trajectories(paths)
     time_step = time_step if time_step is not None else frame_interval_ps(trajectories)
@@ -85,7 +89,8 @@ def molecular_kinetics(
     others = read_trajectories(compare) if compare is not None else None
     numbers = kinetics_report(estimator, chunks, lags, time_step, n_states, out, "ps", samples=samples,
                               microstates=microstates, seed=seed, lag_choice=lag_choice,
-                              compare=[trajectory_graphs(t, cutoff) for t in others] if others else None)  # fmt: skip
+                              compare=[trajectory_graphs(t, cutoff) for t in others] if others else None,
+                              groups=posterior_groups(trajectories))  # fmt: skip
     for j, frames in enumerate(numbers["states"]["representatives"]):
         structures = [trajectories[r].frames[t] for r, t in frames]
         for structure, (r, t) in zip(structures, frames, strict=True):
@@ -95,6 +100,19 @@ def molecular_kinetics(
     if others:
         numbers["states"]["compared"]["sources"] = [t.source for t in others]
     return numbers
+
+
+def posterior_groups(trajectories: list) -> list[int] | None:
+    """The ``posterior_sample`` each trajectory ran on (its frames' info, as the pipeline records it), or ``None``
+    when no trajectory records one; trajectories that record it only in part are refused, naming one."""
+    groups = [t.frames[0].info.get("posterior_sample") if t.frames else None for t in trajectories]
+    if all(g is None for g in groups):
+        return None
+    missing = [t.source for t, g in zip(trajectories, groups, strict=True) if g is None]
+    if missing:
+        raise ValueError(f"'{missing[0]}' records no posterior_sample where other trajectories do: analyse "
+                         "trajectories of one pipeline run together")  # fmt: skip
+    return [int(g) for g in groups]
 
 
 def _pairs(chunks: list, lag: int) -> list:
