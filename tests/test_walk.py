@@ -107,14 +107,17 @@ def test_a_pipeline_run_walks_down_the_house(tmp_path):
     loop = ActiveLearning(tmp_path / "learn", gfn2_xtb(), settings, report=lambda line: None)
     loop.run(WATER)
     sampling = SamplingSettings(replicas=2, production_ps=0.1, equilibration_ps=0.02, temperature=100,
-                                timestep=0.5, interval=2)  # fmt: skip
+                                timestep=0.5, interval=2, posterior_samples=2)  # fmt: skip
     kinetics = {"lag": 2, "k": 2, "epochs": 1, "batch_size": 32, "samples": 5, "microstates": 8, "atoms": [0, 1, 2]}
     with Walk() as walk:
         record = structure_to_kinetics(tmp_path, loop, WATER, None, sampling, kinetics, report=lambda line: None)
     assert record["report"] and (tmp_path / "kinetics" / "report.json").exists()
+    # the replicas ran on two posterior draws of the potential: the report splits its intervals
+    assert record["report"]["potential_error"]["posterior_samples"] == 2
+    assert "sampling_only" in record["report"]["timescales"]
     rooms = {callee for (_, _, callee, _) in walk.calls}
     for expected in ("active/loop.py", "md/engine.py", "calculators/replicas.py", "training/kinetics.py",
-                     "koopman/states.py"):  # fmt: skip
+                     "koopman/states.py", "uncertainty/posterior_samples.py"):  # fmt: skip
         assert expected in rooms, sorted(rooms)
     assert not walk.climbs(), walk.climbs()
     assert walk.entries("pipelines/kinetics.py") == set(), walk.entries("pipelines/kinetics.py")

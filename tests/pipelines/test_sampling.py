@@ -56,3 +56,14 @@ def test_fewer_replica_files_than_asked_for_is_an_error(tmp_path):
     more = SamplingSettings(**{**SETTINGS.__dict__, "replicas": 3})
     with pytest.raises(FileNotFoundError, match="fewer replicas than asked for"):
         sample_replicas(harmonic, _start(), more, tmp_path)
+
+
+def test_replicas_on_posterior_draws_record_their_draw_and_bad_counts_are_refused(tmp_path):
+    drawn = SamplingSettings(**{**SETTINGS.__dict__, "replicas": 3, "posterior_samples": 2})
+    production = sample_replicas(harmonic, _start(), drawn, tmp_path)
+    for r, draw in enumerate([0, 1, 0]):
+        frames = ase.io.read(production / f"replica_{r:03d}.extxyz", index=":")
+        assert {f.info["posterior_sample"] for f in frames} == {draw}
+    for samples in (1, 4, -1):
+        with pytest.raises(ValueError, match="posterior_samples must be 0 or between 2 and the replicas"):
+            SamplingSettings(replicas=3, posterior_samples=samples)
