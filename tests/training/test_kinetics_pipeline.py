@@ -93,3 +93,21 @@ def test_trajectories_without_times_need_a_time_step(tmp_path):
     ase.io.write(path, [Atoms("C2", positions=[[0, 0, 0], [1.4 + 0.01 * t, 0, 0]]) for t in range(20)])
     with pytest.raises(Exception, match="carry no time_fs; give the time between frames"):
         kinetics.main([str(path), "--output", str(tmp_path / "out")])
+
+
+def test_the_posterior_draw_of_each_trajectory_is_read_from_its_frames_and_a_partial_record_is_refused():
+    from ase import Atoms
+
+    from sciml.data.readers import Trajectory
+    from sciml.training.kinetics import posterior_groups
+
+    def trajectory(name: str, draw: int | None) -> Trajectory:
+        frame = Atoms("H2", positions=[[0, 0, 0], [0, 0, 0.74]])
+        if draw is not None:
+            frame.info["posterior_sample"] = draw
+        return Trajectory(name, [frame])
+
+    assert posterior_groups([trajectory("a", None), trajectory("b", None)]) is None
+    assert posterior_groups([trajectory("a", 1), trajectory("b", 0)]) == [1, 0]
+    with pytest.raises(ValueError, match="'b' records no posterior_sample"):
+        posterior_groups([trajectory("a", 1), trajectory("b", None)])
