@@ -215,7 +215,12 @@ class ActiveLearning:
         if not self.settings.confirmations or not self.settings.rounds:  # no exploration asked for: none here
             return model
         state, exploration, hold = self.state, self.settings.exploration, self.settings.confirm_hold_ps
-        settings = replace(exploration, hold_ps=hold, threshold=self.settings.confirm_level * exploration.threshold)
+        settings = replace(
+            exploration,
+            hold_ps=hold,
+            threshold=self.settings.confirm_level * exploration.threshold,
+            uncertainty_bias=0.0,
+        )  # the final model's own MD, unbiased
         rounds = len(state.rounds)
         digest = hashlib.sha256(model.read_bytes()).hexdigest()[:16]
         origin = f"{model} (sha256 {digest}) after round {rounds}, {hold:g} ps at or below {settings.threshold:g} eV/Å"
@@ -281,7 +286,8 @@ class ActiveLearning:
             count = self.settings.calibration_frames
             self.report(f"final model: {count} frames of its own MD at {exploration.temperature:g} K to calibrate "
                         "its uncertainty")  # fmt: skip
-            frames = state.timed("md", sample_frames, self.models(model), starts, exploration, count,
+            unbiased = replace(exploration, uncertainty_bias=0.0)
+            frames = state.timed("md", sample_frames, self.models(model), starts, unbiased, count,
                                  self.settings.seed + 1000 * round + 500, self.on_md_step, self.explorer)  # fmt: skip
             picks = [Pick(f"final{len(state.rounds)}-{directory.name}-calibration{index}", frame,
                           frame.info["uncertainty"], f"calibration: frame {index} of the final model's MD at "

@@ -115,6 +115,9 @@ def add_learning_arguments(parser: argparse.ArgumentParser) -> None:
                     help="exploration runs advanced together in one batched model call per step (each with the "
                          "ramp and hold; a molecule of 20 atoms: 4 replicas cost 1.1x one on 2 CPU cores)")  # fmt: skip
     md.add_argument("--spacing-fs", type=float, default=defaults.spacing_fs, help="fs between picked frames, at least")
+    md.add_argument("--uncertainty-bias", type=float, default=defaults.uncertainty_bias,
+                    help="explore on E - tau sigma_E, tau in standard deviations of the energy (a last-layer "
+                         "model): drawn to what it does not know; the final model's runs are unbiased")  # fmt: skip
     loop = parser.add_argument_group("loop and training")
     add_loop = loop.add_argument
     loop_defaults = LearningSettings()
@@ -311,7 +314,8 @@ def learning_loop(
     exploration = ExplorationSettings(options.temperature, options.start_temperature, options.ramp_ps, options.hold_ps,
                                       options.timestep, options.friction, options.threshold, options.stop_factor,
                                       options.patience_fs, cap=options.cap, spacing_fs=options.spacing_fs,
-                                      replicas=options.exploration_replicas)  # fmt: skip
+                                      replicas=options.exploration_replicas,
+                                      uncertainty_bias=options.uncertainty_bias)  # fmt: skip
     training = TrainingSettings(options.preset, options.uncertainty, options.committee_size, options.cutoff,
                                 options.epochs, options.epochs_per_round, options.final_epochs,
                                 options.batch_size, seed=options.seed, force_samples=options.force_samples,
