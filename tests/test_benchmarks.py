@@ -31,6 +31,7 @@ SMOKE = {
     "bench_llpr.py": ("llpr", ["--out", "{tmp}/work"]),
     "bench_replicas.py": ("replicas", []),
     "bench_lag.py": ("lag_choice", []),
+    "bench_exploration.py": ("exploration", ["--work", "{tmp}/work"]),
     "bench_kinetics.py": ("kinetics", ["--work", "{tmp}/work"]),
     "bench_dft.py": ("dft_routes_water_smoke", ["--work", "{tmp}/work"]),
 }

@@ -110,10 +110,15 @@ def kinetics_report(
                    "representatives": states.representatives, "microstates": microstates},
     }  # fmt: skip
     if groups is not None:
-        numbers["potential_error"] = _potential_error(model, features, lags, time_step, samples, confidence, seed,
-                                                      timescales, states, processes, groups)  # fmt: skip
-        numbers["timescales"]["sampling_only"] = numbers["potential_error"].pop("timescales")
-        numbers["states"]["sampling_only"] = numbers["potential_error"].pop("states")
+        within = bootstrap_timescales(model, features, lags, time_step, samples, confidence, seed, within_groups=True)
+        columns, alone = slice(1, processes + 1), states.sampling_only
+        numbers["timescales"]["sampling_only"] = _bands(within, columns)
+        numbers["states"]["sampling_only"] = {"populations": _bands(alone.populations), "mfpt": _bands(alone.mfpt)}
+        share = {"timescales": potential_share(timescales, within)[:, columns],
+                 "populations": potential_share(states.populations, alone.populations),
+                 "mfpt": potential_share(states.mfpt, alone.mfpt)}  # fmt: skip
+        numbers["potential_error"] = {"posterior_samples": len(set(groups)),
+                                      "share": {key: value.tolist() for key, value in share.items()}}  # fmt: skip
     if compare is not None:
         other = states.statistics_of(estimator, compare)
         numbers["states"]["compared"] = {"trajectories": len(compare), "populations": _bands(other.populations),
@@ -136,21 +141,6 @@ def potential_share(combined: Bands, sampling_only: Bands) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         share = 1 - (width_s / width_c) ** 2
     return np.where(width_c > 0, np.clip(share, 0, 1), np.nan)
-
-
-def _potential_error(model, features, lags, time_step, samples, confidence, seed, timescales, states, processes,
-                     groups) -> dict:  # fmt: skip
-    """The sampling-only bands and the potential's share of the intervals (timescales at every lag; populations
-    and MFPTs)."""
-    columns = slice(1, processes + 1)
-    within = bootstrap_timescales(model, features, lags, time_step, samples, confidence, seed, within_groups=True)
-    alone = states.sampling_only
-    share = {"timescales": potential_share(timescales, within)[:, columns],
-             "populations": potential_share(states.populations, alone.populations),
-             "mfpt": potential_share(states.mfpt, alone.mfpt)}  # fmt: skip
-    return {"posterior_samples": len(set(groups)), "share": {key: value.tolist() for key, value in share.items()},
-            "timescales": _bands(within, columns),
-            "states": {"populations": _bands(alone.populations), "mfpt": _bands(alone.mfpt)}}  # fmt: skip
 
 
 def _bands(bands: Bands, columns: slice | None = None) -> dict:
