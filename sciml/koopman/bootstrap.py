@@ -90,7 +90,7 @@ class TrajectoryFeatures:
 
     @property
     def shortest_piece(self) -> int:
-        """Frames in the shortest resampled unit: a lag beyond it has no pairs in that unit."""
+        """The number of frames in the shortest resampled unit (a lag beyond it has no pairs in that unit)."""
         return min(len(piece[0]) for piece in self.pieces)
 
     @property

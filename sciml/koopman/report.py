@@ -58,8 +58,9 @@ def kinetics_report(
     first larger lag of ``lags`` where they have (:func:`~sciml.koopman.lag.choose_lag`: the plateau and the
     Chapman-Kolmogorov test; the encoders stay, the model is refitted at that lag); ``"given"`` keeps the
     estimator's lag and only says whether it has converged (``numbers["lag_choice"]``). A lag of ``lags`` above a
-    quarter of the shortest resampled unit (a trajectory, or a block of one: :class:`TrajectoryFeatures`) is
-    dropped and named in ``numbers["timescales"]["dropped_lags"]``. ``groups``: per trajectory, the posterior
+    quarter of the shortest resampled unit (a trajectory, or a block of one:
+    :class:`~sciml.koopman.bootstrap.TrajectoryFeatures`) is dropped and named in
+    ``numbers["timescales"]["dropped_lags"]``. ``groups``: per trajectory, the posterior
     draw of the potential it ran on (:class:`~sciml.uncertainty.PosteriorSamples`): the intervals then resample
     the draws (sampling and the potential's error), ``sampling_only`` entries resample within them, and
     ``numbers["potential_error"]`` gives the share of each interval that is the potential's
