@@ -32,6 +32,15 @@ def pytest_configure(config):
         import torch
 
         torch.set_num_threads(1)
+        return
+    # the kernels built once here, on every core, before pytest -n's workers start: otherwise the first worker
+    # builds them on one thread while the other waits for it (~90 s each on 2 cores)
+    from sciml.equivariant.kernels import build
+
+    try:
+        build.load_library()
+    except build.KernelUnavailable:
+        pass  # the tests that need them say why
 
 
 def pytest_collection_modifyitems(config, items):

@@ -21,7 +21,6 @@ from pathlib import Path
 
 import numpy as np
 from ase import Atoms
-from scipy.stats import rankdata, spearmanr
 
 
 @dataclass
@@ -39,6 +38,8 @@ class UncertaintyCalibrationReport:
     figures: dict = field(init=False)
 
     def __post_init__(self) -> None:
+        from scipy.stats import spearmanr  # here, not at import: scipy.stats takes a second to import
+
         spearman = spearmanr(self.frame_force_uncertainty, self.frame_force_rmse).statistic
         self.figures = {
             "frames": len(self.frame_force_rmse),
@@ -55,6 +56,8 @@ class UncertaintyCalibrationReport:
         """(resamples,) the per-frame Spearman correlation on each of ``resamples`` bootstrap resamplings of the
         frames (NaN where a resample's values are all tied). The resamplings depend only on ``seed``,
         ``resamples`` and the number of frames, so two reports on the same frames get the same ones (paired)."""
+        from scipy.stats import rankdata
+
         frames = len(self.frame_force_rmse)
         picks = np.random.default_rng(seed).integers(0, frames, size=(self.resamples, frames))
         ranks_u = np.apply_along_axis(rankdata, 1, self.frame_force_uncertainty[picks])

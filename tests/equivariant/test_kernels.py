@@ -131,6 +131,27 @@ def test_empty_graph():
     assert out.shape == (9, 9, 4) and torch.all(out == 0)
 
 
+def test_outputs_start_from_zero_in_memory_that_held_garbage():
+    """The kernels allocate their outputs empty and zero each row themselves: memory freed from a NaN-filled
+    tensor of the same size (which the allocator hands out again) must not leak into any output."""
+    graph, table = _graph(), expansion_table((0, 1, 2), 2, 4)
+    x, y = torch.randn(7, 9, 6, dtype=torch.float64), torch.randn(7, 5, 1, dtype=torch.float64)
+    alpha, values = torch.randn(graph.row.numel(), 8, dtype=torch.float64), torch.randn(11, 9, 8, dtype=torch.float64)
+    a = torch.randn(9, 9, 8, dtype=torch.float64)
+    calls = {
+        "cg_contract": (lambda backend: cg_contract(x, y, table, backend), (7, table.out_dim, 6)),
+        "edge_aggregate": (lambda backend: edge_aggregate(alpha, values, graph, backend), (9, 9, 8)),
+        "edge_dot": (lambda backend: edge_dot(a, values, graph, backend), (graph.row.numel(), 8)),
+    }
+    for name, (call, shape) in calls.items():
+        expected = call("reference")
+        for _ in range(5):
+            garbage = torch.full(shape, float("nan"), dtype=torch.float64)
+            del garbage
+            out = call("cpu")
+            assert not out.isnan().any() and (out - expected).abs().max() <= TOL, name
+
+
 def test_backend_selection(monkeypatch):
     assert kernels.resolve_backend("auto", "cpu") == "cpu"
     assert kernels.resolve_backend("reference", "cpu") == "reference"

@@ -12,6 +12,8 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include <algorithm>
+
 namespace {
 
 void check_cpu(const at::Tensor& t, const char* name) {
@@ -30,7 +32,7 @@ at::Tensor cg_contract_cpu(const at::Tensor& x, const at::Tensor& y, const at::T
               "sciml::cg_contract: x, y and coeff need one dtype");
   const int64_t N = x.size(0), M1 = x.size(1), C = x.size(2), M2 = y.size(1), Cy = y.size(2);
   const int64_t K = coeff.size(0);
-  auto out = at::zeros({N, out_dim, C}, x.options());
+  auto out = at::empty({N, out_dim, C}, x.options());  // each row zeroed by the thread that fills it
   const int64_t* p1 = i1.data_ptr<int64_t>();
   const int64_t* p2 = i2.data_ptr<int64_t>();
   const int64_t* p3 = i3.data_ptr<int64_t>();
@@ -44,6 +46,7 @@ at::Tensor cg_contract_cpu(const at::Tensor& x, const at::Tensor& y, const at::T
         const scalar_t* xn = px + n * M1 * C;
         const scalar_t* yn = py + n * M2 * Cy;
         scalar_t* on = po + n * out_dim * C;
+        std::fill(on, on + out_dim * C, scalar_t(0));
         for (int64_t k = 0; k < K; ++k) {
           const scalar_t* xr = xn + p1[k] * C;
           const scalar_t* yr = yn + p2[k] * Cy;
@@ -70,7 +73,7 @@ at::Tensor edge_aggregate_cpu(const at::Tensor& alpha, const at::Tensor& x, cons
               "sciml::edge_aggregate: alpha (E,C), x (S,M,C)");
   TORCH_CHECK(alpha.scalar_type() == x.scalar_type(), "sciml::edge_aggregate: alpha and x need one dtype");
   const int64_t R = rowptr.size(0) - 1, M = x.size(1), C = x.size(2);
-  auto out = at::zeros({R, M, C}, x.options());
+  auto out = at::empty({R, M, C}, x.options());  // each row zeroed by the thread that fills it
   const int64_t* pcol = col.data_ptr<int64_t>();
   const int64_t* pptr = rowptr.data_ptr<int64_t>();
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "sciml_edge_aggregate_cpu", [&] {
@@ -80,6 +83,7 @@ at::Tensor edge_aggregate_cpu(const at::Tensor& alpha, const at::Tensor& x, cons
     at::parallel_for(0, R, 8, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         scalar_t* oi = po + i * M * C;
+        std::fill(oi, oi + M * C, scalar_t(0));
         for (int64_t e = pptr[i]; e < pptr[i + 1]; ++e) {
           const scalar_t* ae = pa + e * C;
           const scalar_t* xj = px + pcol[e] * M * C;
@@ -103,7 +107,7 @@ at::Tensor edge_dot_cpu(const at::Tensor& a, const at::Tensor& b, const at::Tens
               "sciml::edge_dot: a (R,M,C), b (S,M,C)");
   TORCH_CHECK(a.scalar_type() == b.scalar_type(), "sciml::edge_dot: a and b need one dtype");
   const int64_t E = row.size(0), M = a.size(1), C = a.size(2);
-  auto out = at::zeros({E, C}, a.options());
+  auto out = at::empty({E, C}, a.options());  // each row zeroed by the thread that fills it
   const int64_t* prow = row.data_ptr<int64_t>();
   const int64_t* pcol = col.data_ptr<int64_t>();
   AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "sciml_edge_dot_cpu", [&] {
@@ -115,6 +119,7 @@ at::Tensor edge_dot_cpu(const at::Tensor& a, const at::Tensor& b, const at::Tens
         const scalar_t* ai = pa + prow[e] * M * C;
         const scalar_t* bj = pb + pcol[e] * M * C;
         scalar_t* oe = po + e * C;
+        std::fill(oe, oe + C, scalar_t(0));
         for (int64_t m = 0; m < M; ++m) {
           const scalar_t* ar = ai + m * C;
           const scalar_t* br = bj + m * C;
