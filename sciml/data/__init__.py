@@ -34,6 +34,10 @@ __all__ = [
 ]
 
 
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
+
 def __getattr__(name: str):
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)

@@ -1,7 +1,7 @@
 """``MemoryFrames``: trajectory files read whole into validated frame records, split in memory.
 
-The default frame source of :class:`~sciml.data.AtomsDataModule` (small and medium data). For data larger
-than memory, :class:`~sciml.data.frame_store.FrameStore` offers the same interface from a prepared file.
+The default frame source of :class:`~sciml.data.atoms_datamodule.AtomsDataModule` (small and medium data). For
+data larger than memory, :class:`~sciml.data.frame_store.FrameStore` offers the same interface from a prepared file.
 Both give ``sources``, ``records[trajectory][t]`` (see :func:`~sciml.data.labels.read_frame`), ``species``,
 ``segments`` (per split), ``split_record``, ``reference_energies(reference)`` and ``force_rms``.
 """
