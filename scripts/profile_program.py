@@ -81,12 +81,10 @@ def profile(system_name: str, threads: int, calls: int) -> dict:
     with tempfile.TemporaryDirectory() as cache:
         plain = CompiledEnergyForces(model, batch, cache=f"{cache}/plain")
         call_ms = median_call_ms(plain.runner, inputs, calls)
-        torch._inductor.config.cpp.enable_kernel_profile = True
-        try:
+        with torch._inductor.config.patch({"cpp.enable_kernel_profile": True}):
             profiled = CompiledEnergyForces(model, batch, cache=f"{cache}/profiled")
-        finally:
-            torch._inductor.config.cpp.enable_kernel_profile = False
-        median_call_ms(profiled.runner, inputs, 10)
+        for _ in range(10):  # warm-up
+            profiled.runner(*inputs)
         with torch_profile(activities=[ProfilerActivity.CPU]) as recorder:
             for _ in range(calls):
                 profiled.runner(*inputs)
